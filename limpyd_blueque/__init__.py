@@ -1,0 +1,31 @@
+"""limpyd-blueque: a Redis task queue for very long tasks, on the Blueque protocol."""
+
+from importlib.metadata import PackageNotFoundError, version
+
+from .client import Client
+from .connection import BluequeDatabase, use_redis
+from .exceptions import (
+    ConfigurationError,
+    InvalidName,
+    InvalidParameters,
+    InvalidTransition,
+    LimpydBluequeError,
+    ProtocolError,
+    RedisUnavailable,
+    TaskNotFound,
+)
+from .keys import KeySpace
+from .models import BluequeModel, Job, Queue, TaskData
+from .statuses import Status
+
+try:
+    __version__ = version("limpyd-blueque")
+except PackageNotFoundError:  # running from a source tree that is not installed
+    __version__ = "0+unknown"
+
+__all__ = [
+    "BluequeDatabase", "BluequeModel", "Client", "ConfigurationError", "InvalidName",
+    "InvalidParameters", "InvalidTransition", "Job", "KeySpace", "LimpydBluequeError",
+    "ProtocolError", "Queue", "RedisUnavailable", "Status", "TaskData", "TaskNotFound",
+    "use_redis", "__version__",
+]

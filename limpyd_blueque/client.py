@@ -1,0 +1,175 @@
+"""A drop-in for the reference `blueque.Client`, built on the limpyd models.
+
+Change `from blueque import Client` to `from limpyd_blueque import Client` and the
+application runs unchanged on the same Redis keys. Where this client behaves
+differently on purpose (it refuses what the reference would silently corrupt), the
+docs list it: see docs/compatibility.rst.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import Any
+
+from .connection import BluequeDatabase, reaching
+from .exceptions import InvalidTransition
+from .keys import DEFAULT_PREFIX
+from .models import Job, Queue, TaskData
+
+
+def listener_id_for(pid: int | None = None, host: str | None = None) -> str:
+    """The Blueque listener id of a process: `<fqdn>_<pid>`."""
+    return f"{host or socket.getfqdn()}_{os.getpid() if pid is None else pid}"
+
+
+class Client:
+    """Connection to a Blueque system; makes queues, listeners, processors and tasks.
+
+    `Client(url)` takes the same URL as the reference client. Its models are private
+    subclasses of `Job` and `Queue` bound to this client's own database, so clients on
+    different servers never mix.
+    """
+
+    def __init__(self, url: str, prefix: str = DEFAULT_PREFIX, **redis_options: Any) -> None:
+        self.database = BluequeDatabase(url, **redis_options)
+        attrs = {"database": self.database, "namespace": prefix, "__module__": __name__}
+        self.job_model: type[Job] = type("Job", (Job,), attrs)
+        self.queue_model: type[Queue] = type("Queue", (Queue,), {**attrs, "job_model": self.job_model})
+
+    def get_queue(self, name: str) -> "ClientQueue":
+        return ClientQueue(self.queue_model.named(name))
+
+    def get_task(self, task_id: str) -> TaskData:
+        """A read-only snapshot of a task; `TaskNotFound` when no such task exists."""
+        return self.job_model.lazy_connect(task_id).data()
+
+    def get_listener(self, name: str) -> "Listener":
+        return Listener(self, self.queue_model.named(name))
+
+    def get_processor(self, task: TaskData) -> "Processor":
+        return Processor(self.job_model.lazy_connect(task.id), task)
+
+
+class ClientQueue:
+    """Producer side of one queue, with the reference `Queue` API."""
+
+    def __init__(self, queue: Queue) -> None:
+        self._queue = queue
+
+    @property
+    def name(self) -> str:
+        return self._queue.pk.get()
+
+    def enqueue(self, parameters: Any) -> str:
+        """Submit a task; returns its id."""
+        return self._queue.enqueue(parameters).pk.get()
+
+    def schedule(self, parameters: Any, eta: float) -> str:
+        """Submit a task that becomes pending at `eta`; returns its id."""
+        return self._queue.schedule(parameters, eta).pk.get()
+
+    def enqueue_due_tasks(self) -> list[str]:
+        """Make the due scheduled tasks pending; returns their ids."""
+        return self._queue.enqueue_due()
+
+    def delete_task(self, task: TaskData) -> None:
+        """Delete a complete or failed task of this queue."""
+        if task.queue != self.name:
+            raise InvalidTransition(task.id, task.status, "deleted",
+                                    f"it is in queue {task.queue!r}, not {self.name!r}")
+        self._queue.job_model.lazy_connect(task.id).delete()
+
+
+class Listener:
+    """Takes tasks from one queue for this process (`<fqdn>_<pid>`)."""
+
+    #: seconds between two checks when no wake-up arrives (tasks submitted by clients
+    #: that do not publish wake-ups, such as the reference package, are seen then)
+    poll_interval = 1.0
+
+    def __init__(self, client: Client, queue: Queue, listener_id: str | None = None) -> None:
+        self._client = client
+        self._queue = queue
+        self.listener_id = listener_id or listener_id_for()
+        self._queue.add_listener(self.listener_id)
+        self._pubsub = None
+
+    def _wait(self) -> None:
+        if self._pubsub is None:
+            self._pubsub = self._queue.client().pubsub(ignore_subscribe_messages=True)
+            self._pubsub.subscribe(self._queue.keys().wake_channel(self._queue.pk.get()))
+        with reaching(self._queue.client()):
+            self._pubsub.get_message(timeout=self.poll_interval)
+
+    def listen(self) -> TaskData:
+        """Block until a task is reserved for this listener, and return it."""
+        while True:
+            job = self._queue.reserve(self.listener_id)
+            if job is not None:
+                return job.data()
+            self._wait()
+
+    def claim_orphan(self) -> TaskData | None:
+        """Claim a task left reserved by a dead listener of this host, as the reference does.
+
+        A listener of this host whose process is gone is unregistered, and the newest
+        task of its reserved list is returned, marked `reclaimed_node`.
+        """
+        host, my_pid = self.listener_id.rsplit("_", 1)
+        for listener in sorted(self._queue.listeners.smembers()):
+            other_host, _, pid = listener.rpartition("_")
+            if other_host != host or pid == my_pid or not pid.isdigit() or _alive(int(pid)):
+                continue
+            if not self._queue.remove_listener(listener):
+                continue  # another listener claimed it first
+            task_id = self._queue.reserved(listener).lindex(0)
+            if task_id is None:
+                continue
+            job = self._queue.job_model.lazy_connect(task_id)
+            job.reclaimed_node.hset(self.listener_id)
+            return job.data()
+        return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class Processor:
+    """Updates one task while a process runs it: start, then complete or fail."""
+
+    def __init__(self, job: Job, task: TaskData) -> None:
+        self._job = job
+        self._task = task
+        self._listener_id = task.node
+        self._pid = task.pid
+        self._attempt = task.attempt or None
+
+    def start(self, pid: int) -> str | None:
+        """Record that `pid` runs the task; returns the task parameters."""
+        if not self._listener_id:
+            raise InvalidTransition(self._task.id, self._task.status, "started",
+                                    "no listener reserved it")
+        self._pid = pid
+        self._job.start(self._listener_id, pid, self._attempt)
+        return self._task.parameters
+
+    def complete(self, result: Any) -> bool:
+        """Store the result; True when this call completed the task (exactly once)."""
+        return self._job.complete(result, listener_id=self._listener_id, pid=self._pid,
+                                  attempt=self._attempt)
+
+    def fail(self, error: Any) -> bool:
+        """Store the error; True when this call failed the task (exactly once)."""
+        return self._job.fail(error, listener_id=self._listener_id, pid=self._pid,
+                              attempt=self._attempt)
+
+
+__all__ = ["Client", "ClientQueue", "Listener", "Processor", "listener_id_for"]

@@ -1,0 +1,83 @@
+"""Binding the models to a Redis server, and naming that server in errors."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator
+
+import redis
+from limpyd.contrib.database import PipelineDatabase
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from .exceptions import ConfigurationError, RedisUnavailable
+
+DEFAULT_URL = "redis://localhost:6379/0"
+
+
+def describe(client: redis.Redis) -> str:
+    """A URL-like name of the server a client talks to, without any password."""
+    kwargs = client.connection_pool.connection_kwargs
+    if kwargs.get("path"):
+        return f"unix://{kwargs['path']}?db={kwargs.get('db', 0)}"
+    return f"redis://{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}/{kwargs.get('db', 0)}"
+
+
+@contextlib.contextmanager
+def reaching(client: redis.Redis) -> Iterator[None]:
+    """Turn a failed connection into `RedisUnavailable`, naming the server."""
+    try:
+        yield
+    except (RedisConnectionError, RedisTimeoutError) as error:
+        if isinstance(error, RedisUnavailable):
+            raise
+        raise RedisUnavailable(f"cannot reach Redis at {describe(client)}: {error}") from error
+
+
+class BluequeDatabase(PipelineDatabase):
+    """A limpyd database made from a Redis URL, holding its own connection.
+
+    Unlike limpyd's default database, it shares no class-level connection cache, so
+    two databases on two URLs never mix.
+    """
+
+    def __init__(self, url: str = DEFAULT_URL, **client_options: object) -> None:
+        self.url = url
+        self._client_options = client_options
+        super().__init__()
+
+    def connect(self, **settings: object) -> redis.Redis:
+        try:
+            return redis.Redis.from_url(self.url, decode_responses=True, **self._client_options)
+        except ValueError as error:
+            raise ConfigurationError(f"invalid Redis URL {self.url!r}: {error}") from error
+
+    def ping(self) -> None:
+        """Check that the server answers; raise `RedisUnavailable` if not."""
+        with reaching(self.connection):
+            self.connection.ping()
+
+
+class UnboundDatabase(PipelineDatabase):
+    """The database of the models until the application binds a real one."""
+
+    def connect(self, **settings: object) -> redis.Redis:
+        raise ConfigurationError(
+            "no Redis server bound to the limpyd-blueque models: call "
+            "limpyd_blueque.use_redis(url) (or BluequeModel.use_database(database)) first"
+        )
+
+
+def use_redis(url: str = DEFAULT_URL, *, check: bool = True, **client_options: object) -> BluequeDatabase:
+    """Bind every limpyd-blueque model to the Redis server at `url` and return the database.
+
+    With `check`, the server is pinged so that a wrong URL fails here, with a
+    `RedisUnavailable` that names it, rather than at the first task.
+    """
+    from .models import BluequeModel
+
+    database = BluequeDatabase(url, **client_options)
+    if check:
+        database.ping()
+    BluequeModel.use_database(database)
+    return database

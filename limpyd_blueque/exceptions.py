@@ -1,0 +1,48 @@
+"""One exception tree: every error the library raises derives from `LimpydBluequeError`."""
+
+from __future__ import annotations
+
+from redis.exceptions import ConnectionError as RedisConnectionError
+
+
+class LimpydBluequeError(Exception):
+    """Base class of every error raised by limpyd-blueque."""
+
+
+class ConfigurationError(LimpydBluequeError):
+    """A setting, option or argument has a value that cannot work."""
+
+
+class InvalidName(ConfigurationError, ValueError):
+    """A queue name, listener id or key prefix would make Redis keys ambiguous."""
+
+
+class InvalidParameters(LimpydBluequeError, ValueError):
+    """Task parameters (or a result) that cannot be stored as a string."""
+
+
+class TaskNotFound(LimpydBluequeError, LookupError):
+    """No task hash exists for this id."""
+
+    def __init__(self, task_id: str) -> None:
+        super().__init__(f"no task with id {task_id!r}")
+        self.task_id = task_id
+
+
+class InvalidTransition(LimpydBluequeError):
+    """A protocol step was asked of a task whose status does not allow it."""
+
+    def __init__(self, task_id: str, from_status: str | None, to_status: str, why: str = "") -> None:
+        message = f"task {task_id!r} cannot go from {from_status or 'nothing'!r} to {to_status!r}"
+        super().__init__(f"{message}: {why}" if why else message)
+        self.task_id = task_id
+        self.from_status = from_status
+        self.to_status = to_status
+
+
+class ProtocolError(LimpydBluequeError):
+    """Redis holds data that does not follow the Blueque protocol."""
+
+
+class RedisUnavailable(LimpydBluequeError, RedisConnectionError):
+    """The Redis server could not be reached; the message names its URL."""

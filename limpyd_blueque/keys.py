@@ -1,0 +1,152 @@
+"""Every Redis key limpyd-blueque reads or writes is spelled here, and only here.
+
+Two families of keys share one prefix (``blueque`` by default):
+
+* ``<prefix>_...``: the Blueque wire keys, exactly as the reference package
+  ``blueque`` 1.0.1 names them. Other Blueque clients read and write these.
+* ``<prefix>:...``: keys this library adds (leases, wake-up channels, limpyd's own
+  keys for the ``Error`` model). No Blueque key contains a ``:`` right after the
+  prefix, so the two families can never collide.
+
+Nothing in the library parses a key back into data: callers keep ids alongside.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from .exceptions import InvalidName
+
+DEFAULT_PREFIX = "blueque"
+
+# Queue names end up inside keys and inside `SCAN` patterns, so they are limited to
+# characters that are neither glob syntax, nor whitespace, nor our own `:` separator.
+QUEUE_NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
+# A listener id is `<host>_<pid>`; the reference splits it on the last `_`. It is part
+# of the started-set members `"<listener> <pid> <task id>"`, so it holds no whitespace.
+LISTENER_ID_RE = re.compile(r"^[^\s*?\[\]]{1,255}_[0-9]+$")
+PREFIX_RE = re.compile(r"^[A-Za-z0-9.-]{1,50}$")
+
+
+def check_queue_name(name: object) -> str:
+    """Return `name` if it is a valid queue name, else raise `InvalidName`."""
+    if not isinstance(name, str) or not QUEUE_NAME_RE.match(name):
+        raise InvalidName(
+            f"invalid queue name {name!r}: use 1 to 200 characters among "
+            "letters, digits, '.', '_' and '-'"
+        )
+    return name
+
+
+def check_listener_id(listener_id: object) -> str:
+    """Return `listener_id` if it has the Blueque form `<host>_<pid>`, else raise."""
+    if not isinstance(listener_id, str) or not LISTENER_ID_RE.match(listener_id):
+        raise InvalidName(
+            f"invalid listener id {listener_id!r}: expected '<host>_<pid>', "
+            "the host without whitespace or glob characters"
+        )
+    return listener_id
+
+
+class KeySpace:
+    """The keys of one Blueque installation, named by its prefix."""
+
+    def __init__(self, prefix: str = DEFAULT_PREFIX) -> None:
+        if not isinstance(prefix, str) or not PREFIX_RE.match(prefix):
+            raise InvalidName(
+                f"invalid key prefix {prefix!r}: use 1 to 50 letters, digits, '.' or '-'"
+            )
+        self.prefix = prefix
+
+    def __repr__(self) -> str:
+        return f"KeySpace({self.prefix!r})"
+
+    # -- Blueque wire keys -------------------------------------------------------------
+    def _wire(self, *parts: str) -> str:
+        return "_".join((self.prefix, *parts))
+
+    def task(self, task_id: str) -> str:
+        """Hash of one task: `blueque_task_<id>`."""
+        return self._wire("task", task_id)
+
+    @property
+    def task_prefix(self) -> str:
+        """What precedes a task id in its key (Lua scripts add the id read from a list)."""
+        return self._wire("task", "")
+
+    @property
+    def queues(self) -> str:
+        """Sorted set of queue names scored by listener count: `blueque_queues`."""
+        return self._wire("queues")
+
+    def pending(self, queue: str) -> str:
+        """List of pending task ids, pushed left and popped right."""
+        return self._wire("pending_tasks", queue)
+
+    def scheduled(self, queue: str) -> str:
+        """Sorted set of scheduled task ids scored by their eta."""
+        return self._wire("scheduled_tasks", queue)
+
+    def complete(self, queue: str) -> str:
+        """List of complete task ids, newest first."""
+        return self._wire("complete_tasks", queue)
+
+    def failed(self, queue: str) -> str:
+        """List of failed task ids, newest first."""
+        return self._wire("failed_tasks", queue)
+
+    def finished(self, queue: str, status: str) -> str:
+        """The complete or failed list, by status name."""
+        return self._wire(f"{status}_tasks", queue)
+
+    def started(self, queue: str) -> str:
+        """Set of running tasks, members `"<listener id> <pid> <task id>"`."""
+        return self._wire("started_tasks", queue)
+
+    def listeners(self, queue: str) -> str:
+        """Set of the listener ids listening on a queue."""
+        return self._wire("listeners", queue)
+
+    def reserved(self, queue: str, listener_id: str) -> str:
+        """List of the task ids a listener has taken from a queue."""
+        return self._wire("reserved_tasks", queue, listener_id)
+
+    def reserved_pattern(self, queue: str) -> str:
+        """`SCAN` pattern matching every reserved list of a queue."""
+        return self._wire("reserved_tasks", queue, "*")
+
+    @property
+    def task_pattern(self) -> str:
+        """`SCAN` pattern matching every task hash."""
+        return self._wire("task", "*")
+
+    # -- keys of this library ----------------------------------------------------------
+    def _own(self, *parts: str) -> str:
+        return ":".join((self.prefix, *parts))
+
+    def leases(self, queue: str) -> str:
+        """Sorted set of the reserved and started tasks of a queue, scored by lease end.
+
+        A score of `+inf` marks a task held without an expiring lease (taken by a
+        client that does not renew leases, such as the reference package).
+        """
+        return self._own("leases", queue)
+
+    def wake_channel(self, queue: str) -> str:
+        """Pub/sub channel told about each new pending task of a queue."""
+        return self._own("wake", queue)
+
+    def orm(self, *parts: str) -> str:
+        """A key of a limpyd model living in this key space (`<prefix>:<part>:...`)."""
+        return self._own(*parts)
+
+    def temporary(self, token: str) -> str:
+        """A short-lived key for collection filtering; deleted after use."""
+        return self._own("tmp", token)
+
+
+@lru_cache(maxsize=None)
+def keyspace(prefix: str = DEFAULT_PREFIX) -> KeySpace:
+    """The shared `KeySpace` for a prefix."""
+    return KeySpace(prefix)

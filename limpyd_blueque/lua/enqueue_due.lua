@@ -1,0 +1,30 @@
+-- Blueque "Enqueue Scheduled Tasks": move the due scheduled tasks of a queue to pending.
+-- KEYS[1] blueque_scheduled_tasks_<queue>
+-- KEYS[2] blueque_pending_tasks_<queue>
+-- ARGV[1] now, ARGV[2] key prefix of task hashes, ARGV[3] wake-up channel,
+-- ARGV[4] most tasks to move (0: all)
+-- Task hash keys are the prefix plus an id read here: the ids are only known inside.
+-- Returns the ids moved, in the order they were pushed. An id whose hash is gone is
+-- removed from the schedule and not pushed.
+local now, prefix = ARGV[1], ARGV[2]
+local limit = tonumber(ARGV[4])
+local due
+if limit > 0 then
+    due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, limit)
+else
+    due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)
+end
+local moved = {}
+for _, id in ipairs(due) do
+    redis.call('ZREM', KEYS[1], id)
+    local key = prefix .. id
+    if redis.call('EXISTS', key) == 1 then
+        redis.call('LPUSH', KEYS[2], id)
+        redis.call('HSET', key, 'status', 'pending', 'updated', now)
+        moved[#moved + 1] = id
+    end
+end
+if #moved > 0 then
+    redis.call('PUBLISH', ARGV[3], #moved)
+end
+return moved

@@ -1,0 +1,27 @@
+-- Blueque "Task Completed Successfully" and "Task Failed", with fencing: only the
+-- listener (and attempt) that holds the task may finish it, and only once.
+-- KEYS[1] blueque_task_<id>, KEYS[2] blueque_reserved_tasks_<queue>_<listener>,
+-- KEYS[3] blueque_started_tasks_<queue>, KEYS[4] blueque_<status>_tasks_<queue>,
+-- KEYS[5] <prefix>:leases:<queue>
+-- ARGV[1] task id, ARGV[2] listener id, ARGV[3] pid ('': the pid in the hash),
+-- ARGV[4] 'complete' or 'failed', ARGV[5] result or error, ARGV[6] now,
+-- ARGV[7] attempt the caller holds ('': not checked)
+-- Returns {1} when finished, {0, status, node, attempt} when refused, {-1} when missing.
+local status = redis.call('HGET', KEYS[1], 'status')
+if not status then return {-1} end
+local node = redis.call('HGET', KEYS[1], 'node') or ''
+local attempt = redis.call('HGET', KEYS[1], 'attempt') or ''
+if (status ~= 'reserved' and status ~= 'started') or node ~= ARGV[2]
+        or (ARGV[7] ~= '' and attempt ~= ARGV[7]) then
+    return {0, status, node, attempt}
+end
+local pid = ARGV[3]
+if pid == '' then pid = redis.call('HGET', KEYS[1], 'pid') or '' end
+redis.call('LREM', KEYS[2], 1, ARGV[1])
+redis.call('SREM', KEYS[3], ARGV[2] .. ' ' .. pid .. ' ' .. ARGV[1])
+local field = 'result'
+if ARGV[4] == 'failed' then field = 'error' end
+redis.call('HSET', KEYS[1], 'status', ARGV[4], field, ARGV[5], 'updated', ARGV[6])
+redis.call('LPUSH', KEYS[4], ARGV[1])
+redis.call('ZREM', KEYS[5], ARGV[1])
+return {1}

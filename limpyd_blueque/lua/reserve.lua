@@ -1,0 +1,44 @@
+-- Blueque "Node Task Pop", made atomic: take the oldest pending task of the first
+-- queue that has one, and mark it reserved (or started, when a pid is given) at once.
+-- KEYS, four per queue, queues in the order they are tried:
+--   blueque_pending_tasks_<queue>, blueque_reserved_tasks_<queue>_<listener>,
+--   <prefix>:leases:<queue>, blueque_started_tasks_<queue>
+-- ARGV[1] key prefix of task hashes (ids are only known inside)
+-- ARGV[2] listener id, ARGV[3] now
+-- ARGV[4] pid: '' to reserve only; a pid to reserve and start in the same step
+-- ARGV[4 + i] lease length in seconds for queue i ('' or '0': no expiry)
+-- Returns {queue index (0: nothing), task id, task hash as a flat list, dropped ids}.
+-- Dropped ids are list entries with no task hash, or a hash that is not pending.
+local prefix, listener, now, pid = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local dropped = {}
+for i = 1, #KEYS / 4 do
+    local pending, reserved = KEYS[4 * i - 3], KEYS[4 * i - 2]
+    local leases, started = KEYS[4 * i - 1], KEYS[4 * i]
+    while true do
+        local id = redis.call('RPOPLPUSH', pending, reserved)
+        if not id then break end
+        local key = prefix .. id
+        local status = redis.call('HGET', key, 'status')
+        if status ~= 'pending' then
+            redis.call('LREM', reserved, -1, id)
+            dropped[#dropped + 1] = id
+        else
+            redis.call('HINCRBY', key, 'attempt', 1)
+            if pid == '' then
+                redis.call('HSET', key, 'status', 'reserved', 'node', listener, 'updated', now)
+            else
+                redis.call('HSET', key, 'status', 'started', 'node', listener, 'pid', pid,
+                    'updated', now)
+                redis.call('SADD', started, listener .. ' ' .. pid .. ' ' .. id)
+            end
+            local ttr = redis.call('HGET', key, 'ttr') or ARGV[4 + i]
+            local deadline = '+inf'
+            if ttr ~= '' and tonumber(ttr) > 0 then
+                deadline = tonumber(now) + tonumber(ttr)
+            end
+            redis.call('ZADD', leases, deadline, id)
+            return {i, id, redis.call('HGETALL', key), dropped}
+        end
+    end
+end
+return {0, '', {}, dropped}

