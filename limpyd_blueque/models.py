@@ -236,10 +236,11 @@ class Job(BluequeModel):
         return job
 
     def connect(self) -> None:
+        task_id = self._pk
         try:
             super().connect()
         except DoesNotExist:
-            raise TaskNotFound(str(self._pk)) from None
+            raise TaskNotFound(str(task_id)) from None
 
     # -- reading ----------------------------------------------------------------------
     @classmethod

@@ -1,0 +1,57 @@
+"""keys.py spells the Blueque wire keys exactly as the protocol and the reference do."""
+
+import pytest
+
+from limpyd_blueque import InvalidName, KeySpace
+from limpyd_blueque.keys import check_listener_id, check_queue_name
+
+
+def test_wire_keys_are_the_literal_blueque_names():
+    k = KeySpace()
+    assert k.task("abc") == "blueque_task_abc"
+    assert k.queues == "blueque_queues"
+    assert k.pending("some.queue") == "blueque_pending_tasks_some.queue"
+    assert k.scheduled("q") == "blueque_scheduled_tasks_q"
+    assert k.complete("q") == "blueque_complete_tasks_q"
+    assert k.failed("q") == "blueque_failed_tasks_q"
+    assert k.started("q") == "blueque_started_tasks_q"
+    assert k.listeners("q") == "blueque_listeners_q"
+    assert k.reserved("q", "host.example.com_42") == "blueque_reserved_tasks_q_host.example.com_42"
+    assert k.finished("q", "complete") == k.complete("q")
+    assert k.finished("q", "failed") == k.failed("q")
+
+
+def test_own_keys_never_collide_with_wire_keys():
+    k = KeySpace()
+    assert k.leases("q") == "blueque:leases:q"
+    assert k.wake_channel("q") == "blueque:wake:q"
+    assert not k.leases("q").startswith("blueque_")
+
+
+def test_prefix_is_configurable():
+    k = KeySpace("acme")
+    assert k.task("1") == "acme_task_1"
+    assert k.pending("q") == "acme_pending_tasks_q"
+    assert k.leases("q") == "acme:leases:q"
+
+
+@pytest.mark.parametrize("name", ["", " ", "a b", "a*", "q?", "[q]", "a:b", "x" * 201, None, 3])
+def test_ambiguous_queue_names_are_refused(name):
+    with pytest.raises(InvalidName, match="invalid queue name"):
+        check_queue_name(name)
+
+
+@pytest.mark.parametrize("name", ["q", "some.queue", "video_transcode", "a-b", "Q9"])
+def test_usual_queue_names_are_accepted(name):
+    assert check_queue_name(name) == name
+
+
+@pytest.mark.parametrize("listener", ["host", "host_", "host_x", "ho st_1", "h*_1", ""])
+def test_listener_ids_must_be_host_underscore_pid(listener):
+    with pytest.raises(InvalidName, match="invalid listener id"):
+        check_listener_id(listener)
+
+
+def test_bad_prefix_is_refused():
+    with pytest.raises(InvalidName, match="invalid key prefix"):
+        KeySpace("a_b")

@@ -1,0 +1,63 @@
+"""Each hot-path step costs one round trip to Redis, whatever the ORM does elsewhere."""
+
+import pytest
+
+from limpyd_blueque import Queue
+
+LISTENER = "h_1"
+
+
+@pytest.fixture
+def queue(database):
+    q = Queue.named("rt")
+    q.scripts()  # scripts are loaded once per connection, before any step
+    return q
+
+
+def test_enqueue_is_one_round_trip(queue, count_commands):
+    with count_commands() as counter:
+        queue.enqueue({"n": 1})
+    assert counter.commands == ["EVALSHA"]
+
+
+def test_bulk_enqueue_is_one_round_trip_per_chunk(queue, count_commands):
+    with count_commands() as counter:
+        queue.enqueue_many(range(2500), chunk=1000)
+    assert counter.commands == ["EVALSHA"] * 3
+
+
+def test_schedule_and_enqueue_due_are_one_round_trip_each(queue, count_commands):
+    import time
+
+    with count_commands() as counter:
+        queue.schedule("x", time.time() + 60)
+        queue.enqueue_due(now=time.time() + 120)
+    assert counter.commands == ["EVALSHA", "EVALSHA"]
+
+
+def test_reserve_start_complete_are_one_round_trip_each(queue, count_commands):
+    queue.enqueue("x")
+    with count_commands() as counter:
+        job = queue.reserve(LISTENER)
+    assert counter.count == 1
+    with count_commands() as counter:
+        job.start(LISTENER, 12)
+    assert counter.count == 1
+    with count_commands() as counter:
+        assert job.complete("done")
+    assert counter.commands == ["EVALSHA"]
+
+
+def test_reserve_and_start_together_then_fail_is_two_round_trips(queue, count_commands):
+    queue.enqueue("x")
+    with count_commands() as counter:
+        job = queue.reserve(LISTENER, pid=5)
+        job.fail("err")
+    assert counter.commands == ["EVALSHA", "EVALSHA"]
+
+
+def test_listener_steps_are_one_round_trip_each(queue, count_commands):
+    with count_commands() as counter:
+        queue.add_listener(LISTENER)
+        queue.remove_listener(LISTENER)
+    assert counter.commands == ["EVALSHA", "EVALSHA"]
