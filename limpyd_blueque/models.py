@@ -12,17 +12,21 @@ from copy import copy
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
+from datetime import datetime, timezone
+
 from limpyd import fields
 from limpyd.collection import CollectionManager
+from limpyd.contrib.collection import ExtendedCollectionManager
+from limpyd.indexes import EqualIndex, TextRangeIndex
 from limpyd.exceptions import DoesNotExist
 from limpyd.model import RedisModel
 
-from .atomic import Outcome, Reservation, Scripts, TaskExists
+from .atomic import Outcome, Reservation, Scripts
 from .connection import UnboundDatabase, reaching
 from .exceptions import InvalidTransition, ProtocolError, TaskNotFound
 from .indexes import WireIndex, flatten, status_sources, temporary_key
 from .keys import DEFAULT_PREFIX, KeySpace, check_listener_id, check_queue_name, keyspace
-from .statuses import FINISHED, Status
+from .statuses import Status
 from .values import encode
 
 
@@ -215,7 +219,13 @@ class Job(BluequeModel):
     reclaimed_node = fields.InstanceHashField()
     # additions of limpyd-blueque
     attempt = fields.InstanceHashField()  # reservations so far; the fencing token
-    ttr = fields.InstanceHashField()  # lease length in seconds, overriding the queue's
+    ttr = fields.InstanceHashField()  # lease length in seconds, overriding the worker's
+    identifier = fields.InstanceHashField()  # a name of the work, kept in stored errors
+    priority = fields.InstanceHashField()  # changed by requeue_priority_delta
+    cancel_on_error = fields.InstanceHashField()  # any non-empty value: never requeue
+
+    #: when True, no task of this class is requeued after an error
+    always_cancel_on_error = False
 
     @property
     def key(self) -> str:
@@ -329,6 +339,58 @@ class Job(BluequeModel):
         """Blueque "Task Failed": store `error`, move to the failed list. See `complete`."""
         return self._finish(Status.FAILED, error, listener_id, pid, attempt)
 
+    def requeue(self, *, listener_id: str | None = None, attempt: int | None = None,
+                delay: float | None = None, error: Any = None, front: bool = False,
+                priority_delta: float | None = None) -> bool:
+        """Put a task its holder stops running back in line, in one step.
+
+        Pending at once (at the `front` of the line, or its end), or scheduled `delay`
+        seconds from now. `error`, when given, is stored in the `error` field. Returns
+        False when the caller no longer holds the task (see `complete`).
+        """
+        queue = self._queue_name()
+        if listener_id is None:
+            listener_id = self.known.get("node") or self.node.hget() or ""
+        now = time.time()
+        outcome = self.scripts().requeue(
+            queue, self.pk.get(), listener_id, now, attempt=attempt,
+            eta=now + delay if delay else None,
+            error=None if error is None else encode(error, "error"), front=front,
+            priority_delta=priority_delta)
+        if outcome.missing:
+            raise TaskNotFound(self.pk.get())
+        return outcome.done
+
+    @property
+    def must_be_cancelled_on_error(self) -> bool:
+        """True when this task must not be requeued after an error."""
+        return bool(self.always_cancel_on_error or self.cancel_on_error.hget())
+
+    # -- hooks a subclass overrides: called by the worker, in the process running the task
+    def run(self, queue: "Queue") -> Any:
+        """The work of the task; its return value becomes the task result.
+
+        Override it in a subclass, or give the worker a `callback`. By default it
+        raises `NotImplementedError`, which fails the task.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__}.run is not implemented: subclass Job or give the worker a callback")
+
+    def on_started(self, queue: "Queue") -> None:
+        """Called just before the task runs; default does nothing."""
+
+    def on_success(self, queue: "Queue", result: Any) -> None:
+        """Called after the result is stored; default does nothing."""
+
+    def on_error(self, queue: "Queue", exception: BaseException, trace: str | None) -> None:
+        """Called after the failure is stored (and the task requeued, if it is); no-op."""
+
+    def on_skipped(self, queue: "Queue") -> None:
+        """Called when a task taken from a queue is not run (not pending, or lost); no-op."""
+
+    def on_requeued(self, queue: "Queue") -> None:
+        """Called after a failed task was put back in line for another attempt; no-op."""
+
     def delete(self) -> None:
         """Blueque "Delete Finished Task"; `InvalidTransition` unless complete or failed."""
         queue = self._queue_name()
@@ -425,20 +487,31 @@ class Queue(BluequeModel):
         return self.scripts().remove_listener(self.pk.get(), listener_id)
 
     @classmethod
-    def reserve_from(cls, queues: Sequence[str], listener_id: str, *, pid: int | None = None,
-                     ttrs: Sequence[float | None] | None = None) -> tuple[Job | None, Reservation | None]:
+    def take(cls, queues: Sequence[str], listener_id: str, *, pid: int | None = None,
+             ttrs: Sequence[float | None] | None = None, job_model: type[Job] | None = None
+             ) -> tuple[Job | None, Reservation | None, list[str]]:
         """Blueque "Node Task Pop", atomic: take the next task of the first non-empty queue.
 
         The task is reserved by `listener_id` (and started by `pid` in the same step when
-        given). Returns the `Job` and the `Reservation` (queue, fields, attempt), or
-        `(None, None)`.
+        given). Returns the `Job` (of `job_model`, default this queue model's), the
+        `Reservation` (queue, fields, attempt), and the ids dropped on the way because
+        their hash was gone or not pending.
         """
         names = [check_queue_name(queue) for queue in queues]
-        reservation, _dropped = cls.scripts().reserve(
+        reservation, dropped = cls.scripts().reserve(
             names, check_listener_id(listener_id), time.time(), pid, ttrs)
         if reservation is None:
-            return None, None
-        return cls.job_model.from_fields(reservation.task_id, reservation.fields), reservation
+            return None, None, dropped
+        job_model = job_model or cls.job_model
+        return job_model.from_fields(reservation.task_id, reservation.fields), reservation, dropped
+
+    @classmethod
+    def reserve_from(cls, queues: Sequence[str], listener_id: str, *, pid: int | None = None,
+                     ttrs: Sequence[float | None] | None = None
+                     ) -> tuple[Job | None, Reservation | None]:
+        """`take` without the dropped ids: `(job, reservation)` or `(None, None)`."""
+        job, reservation, _ = cls.take(queues, listener_id, pid=pid, ttrs=ttrs)
+        return job, reservation
 
     def reserve(self, listener_id: str, *, pid: int | None = None,
                 ttr: float | None = None) -> Job | None:
@@ -471,5 +544,58 @@ class Queue(BluequeModel):
                         values))
 
 
-TaskExists = TaskExists
-FINISHED_STATUSES = FINISHED
+class Error(BluequeModel):
+    """A stored task failure, to filter by date, type, code, queue or job.
+
+    Keys are limpyd's own, in this library's key family: `<prefix>:error:...`.
+    """
+
+    collection_manager = ExtendedCollectionManager
+
+    queue_name = fields.InstanceHashField(indexable=True)
+    job_pk = fields.InstanceHashField(indexable=True)
+    identifier = fields.InstanceHashField(indexable=True)
+    date = fields.InstanceHashField(indexable=True, indexes=[EqualIndex, TextRangeIndex])
+    time = fields.InstanceHashField()
+    timestamp = fields.InstanceHashField()
+    type = fields.InstanceHashField(indexable=True)
+    code = fields.InstanceHashField(indexable=True)
+    message = fields.InstanceHashField()
+    traceback = fields.InstanceHashField()
+    attempt = fields.InstanceHashField()
+
+    @classmethod
+    def add_error(cls, queue_name: str, job: Job, error: BaseException,
+                  when: datetime | None = None, trace: str | None = None,
+                  **additional_fields: Any) -> "Error":
+        """Store `error` raised by `job` of `queue_name`, at `when` (default: now, UTC)."""
+        when = when or datetime.now(timezone.utc)
+        values = {
+            "queue_name": queue_name,
+            "job_pk": job.pk.get(),
+            "identifier": job.known.get("identifier") or job.identifier.hget() or "",
+            "date": when.strftime("%Y-%m-%d"),
+            "time": when.strftime("%H:%M:%S.%f"),
+            "timestamp": repr(when.timestamp()),
+            "type": type(error).__name__,
+            "message": str(error),
+            "attempt": job.known.get("attempt", ""),
+        }
+        code = getattr(error, "code", None)
+        if code is not None:
+            values["code"] = str(code)
+        if trace:
+            values["traceback"] = trace
+        values.update(additional_fields)
+        return cls(**values)
+
+    @classmethod
+    def collection_for_job(cls, job: Job | str) -> Any:
+        """The errors of a task, newest first."""
+        task_id = job if isinstance(job, str) else job.pk.get()
+        return cls.collection(job_pk=task_id).sort(by="-timestamp")
+
+    @property
+    def datetime(self) -> datetime:
+        """When the error happened (UTC)."""
+        return datetime.fromtimestamp(float(self.timestamp.hget()), timezone.utc)

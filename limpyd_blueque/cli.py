@@ -1,0 +1,5 @@
+"""Command-line entry points."""
+
+from .config import main
+
+__all__ = ["main"]

@@ -1,0 +1,218 @@
+"""`WorkerConfig`: turns `blueque-worker` options into a configured, running `Worker`.
+
+Subclass it to run code before the worker class is loaded (e.g. `django.setup()`), or
+to add options, and pass it with `--worker-config=my.module.MyWorkerConfig`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import sys
+from typing import Any, Sequence
+
+from .connection import DEFAULT_URL, use_redis
+from .exceptions import ConfigurationError
+from .models import BluequeModel
+from .workers import TERMINATE_MODES, Worker
+
+LOG_FORMAT = "[%(process)d] %(asctime)s (%(name)s) %(levelname)-8s %(message)s"
+
+
+def import_string(path: str, what: str) -> Any:
+    """The object at dotted `path` ("package.module.name"); `ConfigurationError` if not found."""
+    module_name, _, name = path.rpartition(".")
+    if not module_name:
+        raise ConfigurationError(f"cannot import {what} {path!r}: expected 'module.name'")
+    try:
+        return getattr(importlib.import_module(module_name), name)
+    except ImportError as error:
+        raise ConfigurationError(f"cannot import {what} {path!r}: {error}") from None
+    except AttributeError:
+        raise ConfigurationError(f"cannot import {what} {path!r}: "
+                                 f"module {module_name!r} has no {name!r}") from None
+
+
+def _number(kind: type, minimum: float | None = None, strict: bool = False):
+    def convert(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not {'a whole number' if kind is int else 'a number'}") from None
+        if minimum is not None and (value <= minimum if strict else value < minimum):
+            raise argparse.ArgumentTypeError(
+                f"{text!r} must be {'above' if strict else 'at least'} {minimum}")
+        return value
+    convert.__name__ = kind.__name__
+    return convert
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """Reports a usage mistake in one line, without the usage block."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def bootstrap_parser() -> argparse.ArgumentParser:
+    """The options read before anything is imported: where to find code, which config."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--pythonpath", action="append", default=[])
+    parser.add_argument("--worker-config")
+    return parser
+
+
+class WorkerConfig:
+    """Parses the command line and runs the worker it describes."""
+
+    #: options that configure the script itself, not the worker
+    script_options = ("pythonpath", "worker_config", "print_options", "dry_run", "worker_class",
+                      "redis_url", "no_title")
+
+    def __init__(self, argv: Sequence[str] | None = None) -> None:
+        self.parser = self.make_parser()
+        self.options = self.parser.parse_args(argv)
+
+    def make_parser(self) -> argparse.ArgumentParser:
+        from . import __version__
+
+        parser = OneLineParser(prog="blueque-worker",
+                               description="Run a limpyd-blueque worker on some queues.")
+        add = parser.add_argument
+        S = argparse.SUPPRESS
+        add("--pythonpath", action="append", default=S, metavar="DIR",
+            help="a directory to add to the Python path (repeatable)")
+        add("--worker-config", default=S, metavar="PATH",
+            help="the WorkerConfig subclass to use, e.g. my.module.MyWorkerConfig")
+        add("--print-options", action="store_true", help="print the worker's options")
+        add("--dry-run", action="store_true", help="set everything up, run no task, exit")
+        add("--version", action="version", version=f"limpyd-blueque {__version__}")
+        add("--no-title", action="store_true", help="do not change the process title")
+        add("--redis-url", default=os.environ.get("REDIS_URL", DEFAULT_URL),
+            help="the Redis server (default: $REDIS_URL, else %(default)s)")
+        add("--queues", default=S, help="queue names, comma separated, in order of preference")
+        add("--callback", default=S, metavar="PATH", help="function(job, queue) doing the work")
+        add("--worker-class", default=S, metavar="PATH", help="a Worker subclass")
+        add("--job-model", default=S, metavar="PATH", help="a Job subclass")
+        add("--queue-model", default=S, metavar="PATH", help="a Queue subclass")
+        add("--error-model", default=S, metavar="PATH", help="an Error subclass")
+        add("--concurrency", type=_number(int, 1), default=S, help="tasks run at once")
+        add("--fork", dest="fork", action="store_true", default=S,
+            help="run each task in a forked process (default)")
+        add("--no-fork", dest="fork", action="store_false", default=S,
+            help="run tasks in the worker process")
+        add("--max-loops", type=_number(int, 1), default=S, help="stop after this many tasks")
+        add("--max-duration", type=_number(float, 0, strict=True), default=S,
+            help="stop after this many seconds")
+        add("--timeout", type=_number(float, 0, strict=True), default=S,
+            help="longest wait for a task (seconds) before checking whether to stop")
+        add("--terminate-gracefully", dest="terminate_gracefully", action="store_true",
+            default=S, help="catch SIGTERM/SIGINT to stop cleanly (default)")
+        add("--no-terminate-gracefully", dest="terminate_gracefully", action="store_false",
+            default=S, help="let SIGTERM/SIGINT kill the worker")
+        add("--on-terminate", choices=TERMINATE_MODES, default=S,
+            help="on SIGTERM/SIGINT: wait for running tasks, detach them, or requeue them")
+        add("--terminate-timeout", type=_number(float, 0), default=S,
+            help="with --on-terminate=wait: seconds before requeuing the tasks still running")
+        add("--save-errors", dest="save_errors", action="store_true", default=S,
+            help="store an Error for each failure (default)")
+        add("--no-save-errors", dest="save_errors", action="store_false", default=S)
+        add("--save-tracebacks", dest="save_tracebacks", action="store_true", default=S,
+            help="store tracebacks in errors (default)")
+        add("--no-save-tracebacks", dest="save_tracebacks", action="store_false", default=S)
+        add("--requeue-times", type=_number(int, 0), default=S,
+            help="times a failed task goes back in line (default 0)")
+        add("--requeue-delay-delta", type=_number(float, 0), default=S,
+            help="seconds before a failed task is retried (default 30)")
+        add("--requeue-priority-delta", type=_number(float), default=S,
+            help="priority change of a retried task (default -1)")
+        add("--ttr", type=_number(float, 0, strict=True), default=S,
+            help="lease length in seconds (default 60)")
+        add("--heartbeat-interval", type=_number(float, 0, strict=True), default=S,
+            help="seconds between lease renewals (default: ttr / 3)")
+        add("--schedule-interval", type=_number(float, 0, strict=True), default=S,
+            help="seconds between moves of due scheduled tasks (default 1)")
+        add("--listener-id", default=S, help="the Blueque listener id (default <fqdn>_<pid>)")
+        add("--logger-name", default=S, help="the logger name (default limpyd-blueque)")
+        add("--logger-level", default=S, help="DEBUG, INFO, WARNING or ERROR (default INFO)")
+        return parser
+
+    # -- building the worker ---------------------------------------------------------------
+    def worker_class(self) -> type[Worker]:
+        path = getattr(self.options, "worker_class", None)
+        if not path:
+            return Worker
+        cls = import_string(path, "worker class")
+        if not (isinstance(cls, type) and issubclass(cls, Worker)):
+            raise ConfigurationError(f"worker class {path!r} is not a subclass of Worker")
+        return cls
+
+    def worker_options(self) -> dict[str, Any]:
+        """The worker parameters the command line sets (the others keep their defaults)."""
+        options = {name: value for name, value in vars(self.options).items()
+                   if name not in self.script_options}
+        imports = {"callback": "callback", "job_model": "job model",
+                   "queue_model": "queue model", "error_model": "error model"}
+        for name, what in imports.items():
+            if name in options:
+                options[name] = import_string(options[name], what)
+        options["update_title"] = not self.options.no_title
+        return options
+
+    def setup_logging(self, worker: Worker) -> None:
+        """Log to stderr when nothing else handles the worker's logger."""
+        if not worker.logger.handlers and not logging.getLogger().handlers:
+            handler = logging.StreamHandler()
+            handler.setFormatter(logging.Formatter(LOG_FORMAT))
+            worker.logger.addHandler(handler)
+
+    def make_worker(self) -> Worker:
+        # every option is checked before the server is contacted
+        worker = self.worker_class()(**self.worker_options())
+        use_redis(self.options.redis_url)
+        for model in (worker.job_model, worker.queue_model, worker.error_model):
+            if model.database is not BluequeModel.database:
+                model.use_database(BluequeModel.database)
+        return worker
+
+    def execute(self) -> int:
+        """Build the worker and run it; the exit code of the script."""
+        worker = self.make_worker()
+        self.setup_logging(worker)
+        if self.options.print_options:
+            for name in worker.parameters:
+                print(f"{name}={getattr(worker, name)!r}")
+            print(f"redis_url={self.options.redis_url}")
+        if self.options.dry_run:
+            print(f"dry run: worker ready on queues {','.join(worker.queues)}; no task run")
+            return 0
+        worker.run()
+        return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of `blueque-worker`."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    boot, _ = bootstrap_parser().parse_known_args(argv)
+    for path in reversed(boot.pythonpath):
+        sys.path.insert(0, path)
+    try:
+        config_cls = WorkerConfig
+        if boot.worker_config:
+            config_cls = import_string(boot.worker_config, "worker config")
+            if not (isinstance(config_cls, type) and issubclass(config_cls, WorkerConfig)):
+                raise ConfigurationError(f"{boot.worker_config!r} is not a WorkerConfig subclass")
+        return config_cls(argv).execute()
+    except ConfigurationError as error:
+        print(f"blueque-worker: error: {error}", file=sys.stderr)
+        return 2
+    except Exception as error:  # noqa: BLE001 - any other library error, in one line
+        from .exceptions import LimpydBluequeError
+
+        if isinstance(error, LimpydBluequeError):
+            print(f"blueque-worker: error: {error}", file=sys.stderr)
+            return 1
+        raise

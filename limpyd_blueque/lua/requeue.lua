@@ -1,0 +1,39 @@
+-- Put a task its holder no longer runs back in line: pending at once, or scheduled
+-- at an eta. Used to retry after an error, and to hand a task back on shutdown.
+-- KEYS[1] blueque_task_<id>, KEYS[2] blueque_reserved_tasks_<queue>_<listener>,
+-- KEYS[3] blueque_started_tasks_<queue>, KEYS[4] blueque_pending_tasks_<queue>,
+-- KEYS[5] blueque_scheduled_tasks_<queue>, KEYS[6] <prefix>:leases:<queue>
+-- ARGV[1] task id, ARGV[2] listener id, ARGV[3] attempt the caller holds ('': not checked),
+-- ARGV[4] now, ARGV[5] eta ('': pending at once), ARGV[6] error to record ('': none),
+-- ARGV[7] wake-up channel, ARGV[8] 'front' (taken next) or 'back' (end of the line),
+-- ARGV[9] priority change ('': none)
+-- Returns {1} when requeued, {0, status, node, attempt} when refused, {-1} when missing.
+local status = redis.call('HGET', KEYS[1], 'status')
+if not status then return {-1} end
+local node = redis.call('HGET', KEYS[1], 'node') or ''
+local attempt = redis.call('HGET', KEYS[1], 'attempt') or ''
+if (status ~= 'reserved' and status ~= 'started') or node ~= ARGV[2]
+        or (ARGV[3] ~= '' and attempt ~= ARGV[3]) then
+    return {0, status, node, attempt}
+end
+local id = ARGV[1]
+local pid = redis.call('HGET', KEYS[1], 'pid') or ''
+redis.call('LREM', KEYS[2], 1, id)
+redis.call('SREM', KEYS[3], node .. ' ' .. pid .. ' ' .. id)
+redis.call('ZREM', KEYS[6], id)
+redis.call('HDEL', KEYS[1], 'node', 'pid')
+if ARGV[6] ~= '' then redis.call('HSET', KEYS[1], 'error', ARGV[6]) end
+if ARGV[9] ~= '' then redis.call('HINCRBYFLOAT', KEYS[1], 'priority', ARGV[9]) end
+if ARGV[5] == '' then
+    redis.call('HSET', KEYS[1], 'status', 'pending', 'updated', ARGV[4])
+    if ARGV[8] == 'front' then
+        redis.call('RPUSH', KEYS[4], id)
+    else
+        redis.call('LPUSH', KEYS[4], id)
+    end
+    redis.call('PUBLISH', ARGV[7], 1)
+else
+    redis.call('HSET', KEYS[1], 'status', 'scheduled', 'eta', ARGV[5], 'updated', ARGV[4])
+    redis.call('ZADD', KEYS[5], ARGV[5], id)
+end
+return {1}

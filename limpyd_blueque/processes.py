@@ -1,0 +1,222 @@
+"""Processes and waiting: forked task children, wake-ups, and the heartbeat thread.
+
+The worker uses these; models never do.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import selectors
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+import redis
+
+from .exceptions import LimpydBluequeError
+
+
+class TaskKilled(LimpydBluequeError):
+    """The process running a task ended before it recorded an outcome."""
+
+    def __init__(self, message: str, code: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class WorkerInterrupted(BaseException):
+    """Raised in an in-process task when the worker must stop at once (it is requeued)."""
+
+
+def describe_exit(status: int) -> TaskKilled | None:
+    """None for a clean exit, else a `TaskKilled` naming the signal or the exit code."""
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(number).name
+        except ValueError:
+            name = f"signal {number}"
+        return TaskKilled(f"the process running the task was killed by {name}", name)
+    code = os.WEXITSTATUS(status)
+    if code:
+        return TaskKilled(f"the process running the task exited with code {code} "
+                          "without recording an outcome", f"exit-{code}")
+    return None
+
+
+@dataclass
+class RunningTask:
+    """A task this worker runs: in a child process (`pid`) or in-process (`pid` = ours)."""
+
+    job: Any
+    queue: Any
+    attempt: int
+    ttr: float | None
+    pid: int | None = None
+    started: float = field(default_factory=time.monotonic)
+    lost: bool = False
+
+    @property
+    def task_id(self) -> str:
+        return self.job.pk.get()
+
+    @property
+    def queue_name(self) -> str:
+        return self.queue.pk.get()
+
+
+def fork_child(target: Callable[[], int]) -> int:
+    """Fork; the child leaves the worker's session, runs `target` and exits with its code.
+
+    Its own session keeps the child out of the worker's terminal signals (a Ctrl-C
+    in the worker's terminal does not reach it), so it can outlive the worker.
+    """
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 1
+    try:
+        os.setsid()
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
+            signal.signal(signum, signal.SIG_DFL)
+        signal.set_wakeup_fd(-1)
+        code = target()
+    except BaseException:  # noqa: BLE001 - the child must never return into the worker
+        logging.getLogger(__name__).exception("task process %d crashed", os.getpid())
+        code = 1
+    finally:
+        for handler in logging.getLogger().handlers + logging.getLogger("limpyd-blueque").handlers:
+            try:
+                handler.flush()
+            except Exception:  # noqa: BLE001
+                pass
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def reap(pids: Iterable[int]) -> list[tuple[int, int]]:
+    """`(pid, wait status)` of the given children that have ended, without blocking."""
+    ended = []
+    for pid in list(pids):
+        try:
+            done, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            continue
+        if done:
+            ended.append((pid, status))
+    return ended
+
+
+def signal_group(pid: int, signum: int) -> bool:
+    """Send `signum` to the process group a task child leads; False if it is gone."""
+    try:
+        os.killpg(pid, signum)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return False
+
+
+class WakeUps:
+    """Waits until a task is announced on the worker's queues, a signal arrives, or time passes.
+
+    Enqueue steps publish on each queue's wake-up channel; signals (SIGCHLD, SIGTERM...)
+    write to a pipe through `signal.set_wakeup_fd`. One `select` watches both, so an
+    idle worker reacts within milliseconds without polling.
+    """
+
+    def __init__(self, client: redis.Redis, channels: Iterable[str]) -> None:
+        self.client = client
+        self.channels = list(channels)
+        self._read, self._write = os.pipe()
+        os.set_blocking(self._read, False)
+        os.set_blocking(self._write, False)
+        self._previous_fd = signal.set_wakeup_fd(self._write)
+        self.pubsub = None
+        self._subscribe()
+
+    def _subscribe(self) -> None:
+        self.pubsub = self.client.pubsub(ignore_subscribe_messages=True)
+        self.pubsub.subscribe(*self.channels)
+
+    def _drain(self) -> bool:
+        woken = False
+        try:
+            while os.read(self._read, 512):
+                woken = True
+        except BlockingIOError:
+            pass
+        while self.pubsub.get_message(timeout=0) is not None:
+            woken = True
+        return woken
+
+    def wait(self, timeout: float) -> None:
+        """Return when woken up, or after `timeout` seconds."""
+        try:
+            if self._drain():
+                return
+            sock = getattr(self.pubsub.connection, "_sock", None)
+            with selectors.DefaultSelector() as selector:
+                selector.register(self._read, selectors.EVENT_READ)
+                if sock is not None:
+                    selector.register(sock, selectors.EVENT_READ)
+                selector.select(max(timeout, 0))
+            self._drain()
+        except (redis.ConnectionError, redis.TimeoutError, OSError) as error:
+            if isinstance(error, OSError) and error.errno not in (errno.EBADF, errno.EPIPE, None):
+                raise
+            # the subscription is lost (Redis restarted): subscribe again, after a pause
+            time.sleep(min(timeout, 1.0))
+            try:
+                self._subscribe()
+            except (redis.ConnectionError, redis.TimeoutError):
+                pass
+
+    def close(self) -> None:
+        signal.set_wakeup_fd(self._previous_fd)
+        for fd in (self._read, self._write):
+            os.close(fd)
+        try:
+            self.pubsub.close()
+        except Exception:  # noqa: BLE001 - closing a dead connection
+            pass
+
+
+class Heartbeat(threading.Thread):
+    """Renews the leases of the worker's running tasks every `interval` seconds.
+
+    It runs in the worker process on its own Redis connection, so neither a busy task
+    nor a fork ever shares its socket.
+    """
+
+    def __init__(self, interval: float, beat: Callable[[], None]) -> None:
+        super().__init__(name="limpyd-blueque-heartbeat", daemon=True)
+        self.interval = interval
+        self.beat = beat
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopping.wait(self.interval):
+            try:
+                self.beat()
+            except Exception:  # noqa: BLE001 - a missed beat is retried at the next one
+                logging.getLogger(__name__).exception("heartbeat failed; retrying")
+
+    def stop(self) -> None:
+        self.stopping.set()
+        if self.is_alive() and threading.current_thread() is not self:
+            self.join(timeout=5)
+
+
+def private_client(client: redis.Redis) -> redis.Redis:
+    """A client to the same server as `client`, with a connection pool of its own."""
+    pool = client.connection_pool
+    return redis.Redis(connection_pool=type(pool)(connection_class=pool.connection_class,
+                                                   **pool.connection_kwargs))

@@ -1,0 +1,77 @@
+"""Tasks for the worker tests. They record what happens in a Redis list, so a test can
+read events from forked children and from other processes alike."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+from limpyd_blueque import Job
+
+EVENTS = "test:events"
+
+
+def record(job, event, **extra):
+    entry = {"event": event, "task": job.pk.get(), "pid": os.getpid(), "at": time.time(), **extra}
+    job.client().rpush(EVENTS, json.dumps(entry))
+
+
+def events(client, task_id=None):
+    entries = [json.loads(e) for e in client.lrange(EVENTS, 0, -1)]
+    return [e for e in entries if task_id is None or e["task"] == task_id]
+
+
+class RecordingJob(Job):
+    """A job whose parameters say what to do: {"sleep": s, "fail": msg, "kill": true, ...}."""
+
+    def params(self):
+        return json.loads(self.known.get("parameters") or self.parameters.hget() or "{}")
+
+    def run(self, queue):
+        params = self.params()
+        record(self, "run", queue=queue.pk.get(), attempt=self.known.get("attempt"),
+               running=int(self.client().zcard(f"blueque:leases:{queue.pk.get()}")))
+        if params.get("sleep"):
+            time.sleep(params["sleep"])
+        if params.get("kill"):
+            os.kill(os.getpid(), signal.SIGKILL)
+        if params.get("fail"):
+            error = ValueError(params["fail"])
+            error.code = params.get("code")
+            raise error
+        if params.get("unstorable"):
+            return object()
+        record(self, "ran")
+        return {"done": params.get("n")}
+
+    def on_started(self, queue):
+        record(self, "on_started", queue=queue.pk.get())
+
+    def on_success(self, queue, result):
+        record(self, "on_success", result=result)
+
+    def on_error(self, queue, exception, trace):
+        record(self, "on_error", type=type(exception).__name__, message=str(exception),
+               trace=bool(trace))
+
+    def on_requeued(self, queue):
+        record(self, "on_requeued")
+
+    def on_skipped(self, queue):
+        record(self, "on_skipped")
+
+
+def callback(job, queue):
+    """A plain function used with --callback."""
+    record(job, "callback", queue=queue.pk.get())
+    return "from-callback"
+
+
+def slow_callback(job, queue):
+    """Runs for the number of seconds in its parameters, then records its end."""
+    record(job, "begin")
+    time.sleep(float(job.known.get("parameters") or job.parameters.hget()))
+    record(job, "end")
+    return "slept"
