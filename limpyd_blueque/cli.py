@@ -3,3 +3,9 @@
 from .config import main
 
 __all__ = ["main"]
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())
