@@ -23,10 +23,10 @@ from typing import Any, Callable, Protocol
 
 import pytest
 
-from limpyd_blueque import Client, Job, Queue, TaskNotFound
+from limpyd_blueque import Client, InvalidTransition, Job, Queue, TaskNotFound
 from limpyd_blueque.client import Listener, listener_id_for
 
-from reference import Reference, reference  # noqa: F401  (`reference` is a fixture)
+from reference import Reference, ReferenceRaised, reference  # noqa: F401  (a fixture)
 
 QUEUE = "wire.compat"
 PARAMETERS = '{"video": "a.mp4", "size": [1280, 720]}'
@@ -766,3 +766,44 @@ def test_a_listener_added_twice_is_counted_once_where_blueque_counts_it_twice(
     assert conn.zscore("blueque_queues", "twice.limpyd") == 1
     assert queue.remove_listener(listener_id_for()) is True
     assert conn.zscore("blueque_queues", "twice.limpyd") == 0
+
+
+def test_limpyd_blueque_refuses_to_start_a_task_not_reserved_by_that_listener(
+        driver: Reference, limpyd_client: Client, database, conn):
+    """Starting a task that is not reserved (here: already started) raises
+    `InvalidTransition` and changes nothing; the reference files it as started again."""
+    task = driver.enqueue(QUEUE, PARAMETERS)
+    driver.listen(QUEUE)
+    driver.start(task, PID)
+    before = raw_state(conn)
+    with pytest.raises(InvalidTransition):
+        limpyd_client.get_processor(limpyd_client.get_task(task)).start(PID + 1)
+    with pytest.raises(InvalidTransition):
+        Job.load(task).start(listener_id_for(host="elsewhere.example.com", pid=7), PID + 1)
+    assert raw_state(conn) == before
+
+    driver.start(task, PID + 1)
+    assert len(conn.smembers(f"blueque_started_tasks_{QUEUE}")) == 2
+
+
+def test_deleting_an_unfinished_task_raises_invalid_transition_where_blueque_raises_value_error(
+        driver: Reference, limpyd_client: Client, database, conn):
+    """Neither library deletes a pending task; each refuses with its own exception."""
+    task = driver.enqueue(QUEUE, PARAMETERS)
+    before = raw_state(conn)
+    with pytest.raises(ReferenceRaised, match="^ValueError: Cannot delete task with status"):
+        driver.delete_task(QUEUE, task)
+    with pytest.raises(InvalidTransition):
+        limpyd_client.get_queue(QUEUE).delete_task(limpyd_client.get_task(task))
+    assert raw_state(conn) == before
+
+
+def test_parameters_that_are_not_text_are_stored_as_json_where_blueque_refuses_them(
+        driver: Reference, limpyd_client: Client, database, conn):
+    """A dict is stored as compact JSON by limpyd-blueque, which the reference reads back
+    as the text its own users pass; the reference cannot store it at all."""
+    with pytest.raises(ReferenceRaised, match="^DataError"):
+        driver.enqueue(QUEUE, {"video": "a.mp4"})
+    assert conn.keys("*") == []
+    task = limpyd_client.get_queue(QUEUE).enqueue({"video": "a.mp4"})
+    assert driver.get_task(task)["parameters"] == '{"video":"a.mp4"}'
