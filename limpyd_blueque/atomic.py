@@ -20,7 +20,7 @@ from .keys import KeySpace
 
 SCRIPT_NAMES = (
     "enqueue", "schedule", "enqueue_due", "reserve", "start", "finish", "delete",
-    "add_listener", "remove_listener", "materialize", "requeue", "renew",
+    "add_listener", "remove_listener", "materialize", "requeue", "renew", "recover",
 )
 
 
@@ -49,6 +49,10 @@ class Reservation:
     task_id: str
     fields: dict
     dropped: list = field(default_factory=list)
+    #: the lease length given to the task (None: no expiry)
+    ttr: float | None = None
+    #: its queue's maximum run time, if the queue has one
+    queue_max_run_time: float | None = None
 
     @property
     def attempt(self) -> int:
@@ -121,33 +125,37 @@ class Scripts:
                               [now, k.task_prefix, k.wake_channel(queue), limit]))
 
     def reserve(self, queues: Sequence[str], listener_id: str, now: float,
-                pid: int | None = None, ttrs: Sequence[float | None] | None = None
-                ) -> tuple[Reservation | None, list[str]]:
+                pid: int | None = None, ttrs: Sequence[float | None] | None = None,
+                pstart: float | None = None) -> tuple[Reservation | None, list[str]]:
         """Take the next pending task of the first queue that has one.
 
-        With `pid`, the task is started by that pid in the same step. Returns the
+        With `pid`, the task is started by that pid (whose start time is `pstart`) in
+        the same step. A task's lease length is its own `ttr`, else its queue's, else
+        the one given here for its queue in `ttrs`. Returns the
         reservation (or None) and the ids dropped on the way (no hash, not pending).
         """
         k = self.keys
         keys: list[str] = []
         for queue in queues:
             keys += [k.pending(queue), k.reserved(queue, listener_id), k.leases(queue),
-                     k.started(queue)]
+                     k.started(queue), k.queue_settings(queue)]
         ttrs = list(ttrs) if ttrs is not None else [None] * len(queues)
-        index, task_id, flat, dropped = self._run(
-            "reserve", keys, [k.task_prefix, listener_id, now, pid, *ttrs])
+        index, task_id, flat, dropped, ttr, max_run_time = self._run(
+            "reserve", keys, [k.task_prefix, listener_id, now, pid, pstart, *ttrs])
         dropped = list(dropped)
         if not int(index):
             return None, dropped
         fields = dict(zip(flat[::2], flat[1::2]))
-        return Reservation(queues[int(index) - 1], task_id, fields, dropped), dropped
+        return Reservation(queues[int(index) - 1], task_id, fields, dropped,
+                           float(ttr) if ttr else None,
+                           float(max_run_time) if max_run_time else None), dropped
 
     def start(self, queue: str, task_id: str, listener_id: str, pid: int, now: float,
-              attempt: int | str | None = None) -> Outcome:
-        """Record that process `pid` runs a reserved task."""
+              attempt: int | str | None = None, pstart: float | None = None) -> Outcome:
+        """Record that process `pid` (started at `pstart`) runs a reserved task."""
         k = self.keys
         reply = self._run("start", [k.task(task_id), k.started(queue)],
-                          [task_id, listener_id, pid, now, attempt])
+                          [task_id, listener_id, pid, now, attempt, pstart])
         return Outcome.from_reply(reply)
 
     def finish(self, queue: str, task_id: str, listener_id: str, status: str, value: str,
@@ -198,6 +206,27 @@ class Scripts:
             keys += [k.task(task_id), k.leases(queue)]
             args += [task_id, attempt, ttr]
         flat = self._run("renew", keys, args)
+        return dict(zip(flat[::2], flat[1::2]))
+
+    def recover(self, tasks: Sequence[tuple[str, str, int | str | None]], now: float, *,
+                expired_only: bool, max_attempts: int | None, why: str) -> dict[str, str]:
+        """Take back held tasks `(queue, task id, attempt or None)` whose holder is gone.
+
+        With `expired_only`, a task is taken only if its lease ended by `now`. Each goes
+        back to pending (at the front), or fails once it used `max_attempts` (a task's or
+        its queue's own maximum comes first). Returns `{task id: outcome}` with outcome
+        'pending', 'failed' or 'skipped'.
+        """
+        if not tasks:
+            return {}
+        k = self.keys
+        keys: list[str] = []
+        args: list[object] = [now, "expired" if expired_only else "dead", max_attempts, why]
+        for queue, task_id, attempt in tasks:
+            keys += [k.task(task_id), k.leases(queue), k.pending(queue), k.failed(queue),
+                     k.started(queue), k.queue_settings(queue)]
+            args += [task_id, k.reserved(queue, ""), k.wake_channel(queue), attempt]
+        flat = self._run("recover", keys, args)
         return dict(zip(flat[::2], flat[1::2]))
 
     def add_listener(self, queue: str, listener_id: str) -> bool:

@@ -133,6 +133,15 @@ class KeySpace:
         """
         return self._own("leases", queue)
 
+    def queue_settings(self, queue: str) -> str:
+        """Hash of a queue's settings: default `ttr`, `max_run_time`, `max_attempts`."""
+        return self._own("queue", queue)
+
+    @property
+    def workers(self) -> str:
+        """Sorted set of this library's worker listener ids, scored by their last heartbeat."""
+        return self._own("workers")
+
     def wake_channel(self, queue: str) -> str:
         """Pub/sub channel told about each new pending task of a queue."""
         return self._own("wake", queue)

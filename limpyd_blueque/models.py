@@ -23,7 +23,7 @@ from limpyd.model import RedisModel
 
 from .atomic import Outcome, Reservation, Scripts
 from .connection import UnboundDatabase, reaching
-from .exceptions import InvalidTransition, ProtocolError, TaskNotFound
+from .exceptions import ConfigurationError, InvalidTransition, ProtocolError, TaskNotFound
 from .indexes import WireIndex, flatten, status_sources, temporary_key
 from .keys import DEFAULT_PREFIX, KeySpace, check_listener_id, check_queue_name, keyspace
 from .statuses import Status
@@ -223,9 +223,18 @@ class Job(BluequeModel):
     identifier = fields.InstanceHashField()  # a name of the work, kept in stored errors
     priority = fields.InstanceHashField()  # changed by requeue_priority_delta
     cancel_on_error = fields.InstanceHashField()  # any non-empty value: never requeue
+    max_attempts = fields.InstanceHashField()  # overrides the queue's and the worker's
+    max_run_time = fields.InstanceHashField()  # seconds; overrides the queue's
+    pstart = fields.InstanceHashField()  # start time of the process `pid` (pid reuse)
 
     #: when True, no task of this class is requeued after an error
     always_cancel_on_error = False
+
+    #: the Blueque fields (every Blueque client writes them)
+    BLUEQUE_FIELDS = TaskData.BLUEQUE_FIELDS + ("reclaimed_node",)
+    #: the fields this library adds to a task hash (other Blueque clients ignore them)
+    OWN_FIELDS = ("attempt", "ttr", "identifier", "priority", "cancel_on_error",
+                  "max_attempts", "max_run_time", "pstart")
 
     @property
     def key(self) -> str:
@@ -294,15 +303,17 @@ class Job(BluequeModel):
             raise TaskNotFound(self.pk.get())
         raise InvalidTransition(self.pk.get(), outcome.status, to_status, why)
 
-    def start(self, listener_id: str, pid: int, attempt: int | None = None) -> None:
+    def start(self, listener_id: str, pid: int, attempt: int | None = None,
+              pstart: float | None = None) -> None:
         """Blueque "Task Started": process `pid` of `listener_id` now runs this task.
 
         Raises `InvalidTransition` unless the task is reserved by that listener (and
-        attempt, when given).
+        attempt, when given). `pstart`, the process start time, tells that process from
+        a later one given the same pid.
         """
         outcome = self.scripts().start(self._queue_name(), self.pk.get(),
                                        check_listener_id(listener_id), int(pid), time.time(),
-                                       attempt)
+                                       attempt, pstart)
         if not outcome.done:
             self._refuse(outcome, Status.STARTED, f"it must be reserved by {listener_id!r}"
                          + (f" in attempt {attempt}" if attempt is not None else ""))
@@ -409,6 +420,11 @@ class Queue(BluequeModel):
     """A queue, named by its pk; its fields are the Blueque keys of that queue."""
 
     name = QueueNameField()
+    # settings of the queue, in the hash `<prefix>:queue:<name>`
+    ttr = fields.InstanceHashField()
+    max_run_time = fields.InstanceHashField()
+    max_attempts = fields.InstanceHashField()
+    # the Blueque keys of the queue
     pending = WireListField(wire="pending")
     scheduled = WireSortedSetField(wire="scheduled")
     complete = WireListField(wire="complete")
@@ -418,6 +434,32 @@ class Queue(BluequeModel):
     leases = WireSortedSetField(wire="leases")
 
     job_model = Job
+
+    @property
+    def key(self) -> str:
+        return self.keys().queue_settings(self.pk.get())
+
+    def configure(self, **settings: float | None) -> None:
+        """Set (or, with None, remove) the queue's `ttr`, `max_run_time`, `max_attempts`.
+
+        A task's own field overrides its queue's setting, which overrides the worker's.
+        """
+        unknown = sorted(set(settings) - {"ttr", "max_run_time", "max_attempts"})
+        if unknown:
+            raise ConfigurationError(f"unknown queue setting(s): {', '.join(unknown)}")
+        for name, value in settings.items():
+            if value is None:
+                getattr(self, name).hdel()
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise ConfigurationError(f"queue setting {name} must be a number above 0, "
+                                         f"not {value!r}")
+            getattr(self, name).hset(repr(value))
+
+    def settings(self) -> dict[str, float]:
+        """The queue's own settings that are set."""
+        values = self.client().hgetall(self.key)
+        return {name: float(value) for name, value in values.items()}
 
     @classmethod
     def named(cls, name: str) -> "Queue":
@@ -464,11 +506,13 @@ class Queue(BluequeModel):
 
         An eta already past enqueues the task at once, as the reference client does.
         """
-        eta = float(eta)
+        if isinstance(eta, bool) or not isinstance(eta, (int, float)):
+            raise ConfigurationError(f"eta must be a timestamp (seconds), not {eta!r}")
         now = time.time()
         if eta < now:
             return self.enqueue(parameters, task_id=task_id)
         task_id = task_id or str(uuid.uuid4())
+        # stored as given (an int stays an int), as the reference client does
         self.scripts().schedule(self.pk.get(), task_id, encode(parameters), eta, now)
         return self.job_model.lazy_connect(task_id)
 
@@ -488,8 +532,8 @@ class Queue(BluequeModel):
 
     @classmethod
     def take(cls, queues: Sequence[str], listener_id: str, *, pid: int | None = None,
-             ttrs: Sequence[float | None] | None = None, job_model: type[Job] | None = None
-             ) -> tuple[Job | None, Reservation | None, list[str]]:
+             ttrs: Sequence[float | None] | None = None, job_model: type[Job] | None = None,
+             pstart: float | None = None) -> tuple[Job | None, Reservation | None, list[str]]:
         """Blueque "Node Task Pop", atomic: take the next task of the first non-empty queue.
 
         The task is reserved by `listener_id` (and started by `pid` in the same step when
@@ -499,7 +543,7 @@ class Queue(BluequeModel):
         """
         names = [check_queue_name(queue) for queue in queues]
         reservation, dropped = cls.scripts().reserve(
-            names, check_listener_id(listener_id), time.time(), pid, ttrs)
+            names, check_listener_id(listener_id), time.time(), pid, ttrs, pstart)
         if reservation is None:
             return None, None, dropped
         job_model = job_model or cls.job_model

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
+import psutil
 import redis
 
 from .exceptions import LimpydBluequeError
@@ -27,6 +28,14 @@ class TaskKilled(LimpydBluequeError):
     def __init__(self, message: str, code: str) -> None:
         super().__init__(message)
         self.code = code
+
+
+class TaskTimeout(TaskKilled):
+    """A task ran longer than its maximum run time and was stopped."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"the task ran longer than its maximum run time of {seconds:g} seconds "
+                         "and was killed", "timeout")
 
 
 class WorkerInterrupted(BaseException):
@@ -49,9 +58,39 @@ def describe_exit(status: int) -> TaskKilled | None:
     return None
 
 
+def process_start_time(pid: int) -> float | None:
+    """When process `pid` started (epoch seconds), or None if there is no such process."""
+    try:
+        return psutil.Process(pid).create_time()
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return None
+
+
+def process_alive(pid: int | None, started: float | None = None) -> bool:
+    """True if process `pid` runs and, when `started` is given, is the one started then.
+
+    Comparing start times tells a task's process from a later one that got its pid.
+    """
+    if not pid:
+        return False
+    try:
+        process = psutil.Process(pid)
+        if process.status() == psutil.STATUS_ZOMBIE:
+            return False
+        return started is None or abs(process.create_time() - started) < 0.05
+    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        return False
+    except psutil.AccessDenied:
+        return True
+
+
 @dataclass
 class RunningTask:
-    """A task this worker runs: in a child process (`pid`) or in-process (`pid` = ours)."""
+    """A task this worker runs: in a child process (`pid`) or in-process (`pid` = ours).
+
+    An `adopted` task runs in a process this worker did not fork (left by a worker that
+    stopped): it is watched through its pid and start time (`pstart`).
+    """
 
     job: Any
     queue: Any
@@ -60,6 +99,15 @@ class RunningTask:
     pid: int | None = None
     started: float = field(default_factory=time.monotonic)
     lost: bool = False
+    max_run_time: float | None = None
+    timed_out: bool = False
+    adopted: bool = False
+    pstart: float | None = None
+
+    @property
+    def overdue(self) -> bool:
+        return (self.max_run_time is not None and not self.timed_out
+                and time.monotonic() - self.started > self.max_run_time)
 
     @property
     def task_id(self) -> str:
@@ -196,8 +244,9 @@ class Heartbeat(threading.Thread):
     nor a fork ever shares its socket.
     """
 
-    def __init__(self, interval: float, beat: Callable[[], None]) -> None:
-        super().__init__(name="limpyd-blueque-heartbeat", daemon=True)
+    def __init__(self, interval: float, beat: Callable[[], None],
+                 name: str = "limpyd-blueque-heartbeat") -> None:
+        super().__init__(name=name, daemon=True)
         self.interval = interval
         self.beat = beat
         self.stopping = threading.Event()

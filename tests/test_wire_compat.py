@@ -40,7 +40,7 @@ ATTRIBUTES = ("status", "queue", "parameters", "result", "error", "node", "pid",
               "created", "updated")
 
 OWN_KEY_PREFIX = "blueque:"  # keys limpyd-blueque adds beside the Blueque ones
-OWN_TASK_FIELDS = frozenset({"attempt", "ttr"})  # task fields limpyd-blueque adds
+OWN_TASK_FIELDS = frozenset(Job.OWN_FIELDS)  # task fields limpyd-blueque adds
 TIMESTAMP_FIELDS = frozenset({"created", "updated", "eta"})
 TIMESTAMP_SCORED_PREFIX = "blueque_scheduled_tasks_"
 TASK_KEY_PREFIX = "blueque_task_"

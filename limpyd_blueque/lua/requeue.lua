@@ -21,7 +21,7 @@ local pid = redis.call('HGET', KEYS[1], 'pid') or ''
 redis.call('LREM', KEYS[2], 1, id)
 redis.call('SREM', KEYS[3], node .. ' ' .. pid .. ' ' .. id)
 redis.call('ZREM', KEYS[6], id)
-redis.call('HDEL', KEYS[1], 'node', 'pid')
+redis.call('HDEL', KEYS[1], 'node', 'pid', 'pstart')
 if ARGV[6] ~= '' then redis.call('HSET', KEYS[1], 'error', ARGV[6]) end
 if ARGV[9] ~= '' then redis.call('HINCRBYFLOAT', KEYS[1], 'priority', ARGV[9]) end
 if ARGV[5] == '' then

@@ -1,19 +1,22 @@
 -- Blueque "Node Task Pop", made atomic: take the oldest pending task of the first
 -- queue that has one, and mark it reserved (or started, when a pid is given) at once.
--- KEYS, four per queue, queues in the order they are tried:
+-- KEYS, five per queue, queues in the order they are tried:
 --   blueque_pending_tasks_<queue>, blueque_reserved_tasks_<queue>_<listener>,
---   <prefix>:leases:<queue>, blueque_started_tasks_<queue>
+--   <prefix>:leases:<queue>, blueque_started_tasks_<queue>, <prefix>:queue:<queue>
 -- ARGV[1] key prefix of task hashes (ids are only known inside)
 -- ARGV[2] listener id, ARGV[3] now
 -- ARGV[4] pid: '' to reserve only; a pid to reserve and start in the same step
--- ARGV[4 + i] lease length in seconds for queue i ('' or '0': no expiry)
--- Returns {queue index (0: nothing), task id, task hash as a flat list, dropped ids}.
+-- ARGV[5] start time of that process (kept to tell it from a later one with its pid)
+-- ARGV[5 + i] lease length in seconds for queue i when neither the task nor the queue
+--   settings give one ('' or '0': no expiry)
+-- Returns {queue index (0: nothing), task id, task hash as a flat list, dropped ids,
+--   lease length used ('' for none), maximum run time of the queue ('' for none)}.
 -- Dropped ids are list entries with no task hash, or a hash that is not pending.
 local prefix, listener, now, pid = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local dropped = {}
-for i = 1, #KEYS / 4 do
-    local pending, reserved = KEYS[4 * i - 3], KEYS[4 * i - 2]
-    local leases, started = KEYS[4 * i - 1], KEYS[4 * i]
+for i = 1, #KEYS / 5 do
+    local pending, reserved = KEYS[5 * i - 4], KEYS[5 * i - 3]
+    local leases, started, settings = KEYS[5 * i - 2], KEYS[5 * i - 1], KEYS[5 * i]
     while true do
         local id = redis.call('RPOPLPUSH', pending, reserved)
         if not id then break end
@@ -28,17 +31,20 @@ for i = 1, #KEYS / 4 do
                 redis.call('HSET', key, 'status', 'reserved', 'node', listener, 'updated', now)
             else
                 redis.call('HSET', key, 'status', 'started', 'node', listener, 'pid', pid,
-                    'updated', now)
+                    'pstart', ARGV[5], 'updated', now)
                 redis.call('SADD', started, listener .. ' ' .. pid .. ' ' .. id)
             end
-            local ttr = redis.call('HGET', key, 'ttr') or ARGV[4 + i]
+            local ttr = redis.call('HGET', key, 'ttr') or redis.call('HGET', settings, 'ttr')
+                or ARGV[5 + i]
             local deadline = '+inf'
             if ttr ~= '' and tonumber(ttr) > 0 then
                 deadline = tonumber(now) + tonumber(ttr)
             end
             redis.call('ZADD', leases, deadline, id)
-            return {i, id, redis.call('HGETALL', key), dropped}
+            if deadline == '+inf' then ttr = '' end
+            return {i, id, redis.call('HGETALL', key), dropped, ttr,
+                redis.call('HGET', settings, 'max_run_time') or ''}
         end
     end
 end
-return {0, '', {}, dropped}
+return {0, '', {}, dropped, '', ''}

@@ -1,7 +1,7 @@
 -- Blueque "Task Started": the process running a reserved task records its pid.
 -- KEYS[1] blueque_task_<id>, KEYS[2] blueque_started_tasks_<queue>
 -- ARGV[1] task id, ARGV[2] listener id, ARGV[3] pid, ARGV[4] now,
--- ARGV[5] attempt the caller holds ('': not checked)
+-- ARGV[5] attempt the caller holds ('': not checked), ARGV[6] start time of the process
 -- Returns {1} when started, {0, status, node, attempt} when refused, {-1} when missing.
 local status = redis.call('HGET', KEYS[1], 'status')
 if not status then return {-1} end
@@ -11,5 +11,6 @@ if status ~= 'reserved' or node ~= ARGV[2] or (ARGV[5] ~= '' and attempt ~= ARGV
     return {0, status, node, attempt}
 end
 redis.call('SADD', KEYS[2], ARGV[2] .. ' ' .. ARGV[3] .. ' ' .. ARGV[1])
-redis.call('HSET', KEYS[1], 'status', 'started', 'pid', ARGV[3], 'updated', ARGV[4])
+redis.call('HSET', KEYS[1], 'status', 'started', 'pid', ARGV[3], 'pstart', ARGV[6],
+    'updated', ARGV[4])
 return {1}
