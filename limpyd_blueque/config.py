@@ -133,6 +133,14 @@ class WorkerConfig:
             help="lease length in seconds (default 60)")
         add("--heartbeat-interval", type=_number(float, 0, strict=True), default=S,
             help="seconds between lease renewals (default: ttr / 3)")
+        add("--max-attempts", type=_number(int, 1), default=S,
+            help="attempts before a task whose holder is lost is failed (default 5)")
+        add("--max-run-time", type=_number(float, 0, strict=True), default=S,
+            help="seconds a task may run before it is killed and failed (default: no limit)")
+        add("--clean-interval", type=_number(float, 0, strict=True), default=S,
+            help="seconds between light cleans and adoptions (default: ttr / 2)")
+        add("--outcome-retry-timeout", type=_number(float, 0), default=S,
+            help="seconds to retry recording an outcome while Redis is down (default 60)")
         add("--schedule-interval", type=_number(float, 0, strict=True), default=S,
             help="seconds between moves of due scheduled tasks (default 1)")
         add("--listener-id", default=S, help="the Blueque listener id (default <fqdn>_<pid>)")

@@ -47,8 +47,11 @@ class BluequeDatabase(PipelineDatabase):
         super().__init__()
 
     def connect(self, **settings: object) -> redis.Redis:
+        options = {"encoding_errors": "surrogateescape", **self._client_options}
         try:
-            return redis.Redis.from_url(self.url, decode_responses=True, **self._client_options)
+            # surrogateescape: bytes that are not UTF-8 reach Python instead of breaking
+            # the whole reply, so one bad task cannot stop a worker (see Worker.launch)
+            return redis.Redis.from_url(self.url, decode_responses=True, **options)
         except ValueError as error:
             raise ConfigurationError(f"invalid Redis URL {self.url!r}: {error}") from error
 
@@ -66,6 +69,28 @@ class UnboundDatabase(PipelineDatabase):
             "no Redis server bound to the limpyd-blueque models: call "
             "limpyd_blueque.use_redis(url) (or BluequeModel.use_database(database)) first"
         )
+
+
+def safety_warnings(client: redis.Redis) -> list[str]:
+    """What in the server's configuration can lose tasks silently (empty when nothing).
+
+    An eviction policy that may drop keys without a TTL, or no persistence at all. A
+    server that refuses CONFIG (some managed services) gives no warning.
+    """
+    try:
+        policy = client.config_get("maxmemory-policy").get("maxmemory-policy", "")
+        appendonly = client.config_get("appendonly").get("appendonly", "no")
+        save = client.config_get("save").get("save", "")
+    except redis.ResponseError:
+        return []
+    warnings = []
+    if policy.startswith("allkeys-"):
+        warnings.append(f"maxmemory-policy is {policy}: Redis may evict task keys when memory "
+                        "is full; use noeviction")
+    if appendonly != "yes" and not save.strip():
+        warnings.append("persistence is off (no AOF, no RDB snapshots): a Redis restart "
+                        "loses every task; turn on appendonly")
+    return warnings
 
 
 def use_redis(url: str = DEFAULT_URL, *, check: bool = True, **client_options: object) -> BluequeDatabase:

@@ -247,11 +247,16 @@ class Job(BluequeModel):
     #: fields already known from the step that produced this instance (a reservation)
     known: dict = {}
 
+    #: the reservation that produced this instance, when it came from one
+    reservation: Reservation | None = None
+
     @classmethod
-    def from_fields(cls, task_id: str, known: dict) -> "Job":
+    def from_fields(cls, task_id: str, known: dict,
+                    reservation: Reservation | None = None) -> "Job":
         """A `Job` for `task_id` that remembers fields a step just returned."""
         job = cls.lazy_connect(task_id)
         job.known = dict(known)
+        job.reservation = reservation
         return job
 
     def connect(self) -> None:
@@ -547,7 +552,8 @@ class Queue(BluequeModel):
         if reservation is None:
             return None, None, dropped
         job_model = job_model or cls.job_model
-        return job_model.from_fields(reservation.task_id, reservation.fields), reservation, dropped
+        job = job_model.from_fields(reservation.task_id, reservation.fields, reservation)
+        return job, reservation, dropped
 
     @classmethod
     def reserve_from(cls, queues: Sequence[str], listener_id: str, *, pid: int | None = None,

@@ -12,17 +12,22 @@ import signal
 import threading
 import time
 import traceback
+from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from .client import listener_id_for
 from .atomic import Scripts
-from .exceptions import ConfigurationError, LimpydBluequeError, RedisUnavailable
+from .exceptions import (
+    ConfigurationError, InvalidParameters, LimpydBluequeError, RedisUnavailable,
+)
 from .keys import check_listener_id, check_queue_name
 from .models import Error, Job, Queue
+from .cleaning import light_clean
+from .connection import safety_warnings
 from .processes import (
-    Heartbeat, RunningTask, TaskKilled, WakeUps, WorkerInterrupted, describe_exit, fork_child,
-    private_client, reap, signal_group,
+    Heartbeat, RunningTask, TaskKilled, TaskTimeout, WakeUps, WorkerInterrupted, describe_exit,
+    fork_child, private_client, process_alive, process_start_time, reap, signal_group,
 )
 from .values import encode
 
@@ -79,8 +84,19 @@ class Worker:
     ttr: float | None = 60
     #: seconds between two lease renewals (None: a third of `ttr`)
     heartbeat_interval: float | None = None
+    #: attempts a task may use before one whose holder is lost is failed instead of
+    #: put back (a task's or its queue's own `max_attempts` comes first); None: no limit
+    max_attempts: int | None = 5
+    #: longest a task may run (seconds) before its process is killed and the task failed
+    #: (a task's or its queue's own `max_run_time` comes first); None: no limit
+    max_run_time: float | None = None
     #: seconds between two moves of due scheduled tasks to pending
     schedule_interval: float = 1.0
+    #: seconds between two light cleans (expired leases) and adoptions (None: ttr / 2)
+    clean_interval: float | None = None
+    #: how long a task's outcome is retried while Redis cannot be reached (seconds), so
+    #: that a long task finished during a Redis restart is not run again
+    outcome_retry_timeout: float = 60
     #: the Blueque listener id (None: `<fqdn>_<pid>`)
     listener_id: str | None = None
     #: show the worker's state in its process title (setproctitle)
@@ -91,7 +107,8 @@ class Worker:
         "logger_level", "save_errors", "save_tracebacks", "max_loops", "max_duration",
         "terminate_gracefully", "on_terminate", "terminate_timeout", "timeout",
         "requeue_times", "requeue_delay_delta", "requeue_priority_delta", "concurrency",
-        "fork", "ttr", "heartbeat_interval", "schedule_interval", "listener_id",
+        "fork", "ttr", "heartbeat_interval", "max_attempts", "max_run_time",
+        "schedule_interval", "clean_interval", "outcome_retry_timeout", "listener_id",
         "update_title",
     )
 
@@ -116,6 +133,7 @@ class Worker:
         self._lock = threading.Lock()
         self._queues: dict[str, Queue] = {}
         self._next_schedule = 0.0
+        self._next_clean = 0.0
         self._wakeups: WakeUps | None = None
         self._heartbeat: Heartbeat | None = None
         self._old_handlers: dict[int, Any] = {}
@@ -149,6 +167,10 @@ class Worker:
         self._check_number("ttr", minimum=0, optional=True, strict=True)
         self._check_number("heartbeat_interval", minimum=0, optional=True, strict=True)
         self._check_number("schedule_interval", minimum=0, strict=True)
+        self._check_number("max_attempts", integer=True, minimum=1, optional=True)
+        self._check_number("max_run_time", minimum=0, optional=True, strict=True)
+        self._check_number("clean_interval", minimum=0, optional=True, strict=True)
+        self._check_number("outcome_retry_timeout", minimum=0)
         if self.on_terminate not in TERMINATE_MODES:
             raise ConfigurationError(
                 f"on_terminate must be one of {', '.join(TERMINATE_MODES)}, not {self.on_terminate!r}")
@@ -161,6 +183,8 @@ class Worker:
             check_listener_id(self.listener_id)
         if self.heartbeat_interval is None:
             self.heartbeat_interval = (self.ttr / 3) if self.ttr else 30.0
+        if self.clean_interval is None:
+            self.clean_interval = (self.ttr / 2) if self.ttr else 30.0
 
     def _check_number(self, name: str, *, integer: bool = False, minimum: float | None = None,
                       optional: bool = False, strict: bool = False) -> None:
@@ -268,6 +292,9 @@ class Worker:
         self._heartbeat = Heartbeat(self.heartbeat_interval, self.renew_leases)
         self._heartbeat.start()
         self.log(self.run_started_message())
+        for warning in safety_warnings(self.queue_model.client()):
+            self.log(f"Redis configuration: {warning}", logging.WARNING)
+        self.renew_leases()  # also says, at once, that this worker is alive
         self.set_status("waiting")
 
     def run_once(self) -> None:
@@ -275,6 +302,7 @@ class Worker:
         try:
             self.collect_ended()
             self.move_due_tasks()
+            self.clean()
             if len(self.running) < self.concurrency:
                 job, queue = self.wait_for_job()
                 if job is not None:
@@ -298,6 +326,8 @@ class Worker:
             detached = self.terminate_running()
             if self._heartbeat:
                 self._heartbeat.stop()
+                if not detached:
+                    self._heartbeat_scripts.client.zrem(self.queue_model.keys().workers, self.id)
             if self._wakeups:
                 self._wakeups.close()
             if not detached:
@@ -328,7 +358,8 @@ class Worker:
         """
         job, reservation, dropped = self.queue_model.take(
             self.queues, self.id, pid=None if self.fork else os.getpid(),
-            ttrs=[self.ttr] * len(self.queues), job_model=self.job_model)
+            ttrs=[self.ttr] * len(self.queues), job_model=self.job_model,
+            pstart=None if self.fork else process_start_time(os.getpid()))
         for task_id in dropped:
             self.task_dropped(task_id)
         if job is not None:
@@ -337,8 +368,11 @@ class Worker:
         return None, None
 
     def wait_time(self) -> float:
-        """How long the loop may sleep: up to `timeout`, less when scheduled tasks are due."""
-        return min(self.timeout, max(self._next_schedule - time.monotonic(), 0.001))
+        """How long the loop may sleep: up to `timeout`, less when periodic work is due."""
+        until = min(self._next_schedule, self._next_clean)
+        if any(task.max_run_time or task.adopted for task in self.running.values()):
+            until = min(until, time.monotonic() + 0.5)
+        return min(self.timeout, max(until - time.monotonic(), 0.001))
 
     def task_dropped(self, task_id: str) -> None:
         """A pending list held an id that was not a pending task: it was removed."""
@@ -361,11 +395,73 @@ class Worker:
             if moved:
                 self.log(f"[{name}] {len(moved)} scheduled task(s) now pending", logging.DEBUG)
 
+    def clean(self) -> None:
+        """Every `clean_interval`: adopt orphans of this host, take back expired leases."""
+        now = time.monotonic()
+        if now < self._next_clean:
+            return
+        self._next_clean = now + self.clean_interval
+        self.adopt_orphans()
+        recovered = light_clean(self.queue_model, max_attempts=self.max_attempts)
+        for task_id, outcome in recovered.items():
+            if outcome != "skipped":
+                self.log(self.task_recovered_message(task_id, outcome), logging.WARNING)
+
+    # -- adoption ------------------------------------------------------------------------------
+    def adopt_orphans(self) -> None:
+        """Take over the tasks of this host's listeners whose worker process is gone.
+
+        A task still running in its own process is watched until it ends (its lease is
+        renewed meanwhile); a reserved task that never started goes back to pending, to
+        be run; a started task whose process is gone is taken back like an expired lease.
+        """
+        host = self.id.rpartition("_")[0]
+        for name in self.queues:
+            queue = self.queue(name)
+            for listener in sorted(queue.listeners.smembers()):
+                listener_host, _, pid = listener.rpartition("_")
+                if (listener == self.id or listener_host != host or not pid.isdigit()
+                        or process_alive(int(pid))):
+                    continue
+                if not queue.remove_listener(listener):
+                    continue  # another worker of this host adopts it
+                self.log(f"adopting the tasks of {listener}, whose process is gone")
+                for task_id in queue.reserved(listener).lrange(0, -1):
+                    self.adopt(queue, task_id)
+
+    def adopt(self, queue: Queue, task_id: str) -> None:
+        """Watch, rerun or take back one task of a dead listener."""
+        job = self.job_model.lazy_connect(task_id)
+        try:
+            data = job.data()
+        except LimpydBluequeError:
+            return
+        pid, pstart = data.pid, float(data.extra["pstart"]) if data.extra.get("pstart") else None
+        if data.status == "started" and process_alive(pid, pstart):
+            job.known = {"queue": data.queue, "node": data.node, "attempt": str(data.attempt)}
+            ttr = float(data.extra["ttr"]) if data.extra.get("ttr") else self.ttr
+            task = RunningTask(job, queue, data.attempt, ttr, pid=pid, adopted=True, pstart=pstart)
+            with self._lock:
+                self.running[task_id] = task
+            self.log(f"[{queue.pk.get()}|{task_id}] still running in process {pid}: watching it")
+        elif data.status in ("reserved", "started"):
+            outcome = self.queue_model.scripts().recover(
+                [(queue.pk.get(), task_id, data.attempt or None)], time.time(),
+                expired_only=False, max_attempts=self.max_attempts,
+                why="its worker and process are gone").get(task_id)
+            self.log(self.task_recovered_message(task_id, outcome), logging.WARNING)
+
     # -- running a task -----------------------------------------------------------------------
     def launch(self, job: Job, queue: Queue) -> None:
         """Run a reserved task: in a new child process, or here (in-process)."""
-        ttr = float(job.known["ttr"]) if job.known.get("ttr") else self.ttr
-        task = RunningTask(job, queue, int(job.known.get("attempt") or 0), ttr)
+        reservation = job.reservation
+        ttr = reservation.ttr if reservation is not None else self.ttr
+        task = RunningTask(job, queue, int(job.known.get("attempt") or 0), ttr,
+                           max_run_time=self.max_run_time_of(job))
+        if not _is_text(job.known.get("parameters")):
+            self.job_error(job, queue, InvalidParameters(
+                "task parameters are not valid UTF-8 text: the task cannot be decoded"))
+            return
         with self._lock:
             self.running[task.task_id] = task
         self.set_status("running")
@@ -374,7 +470,8 @@ class Worker:
             return
         task.pid = os.getpid()
         try:
-            self.perform(job, queue)
+            with run_time_limit(task.max_run_time):
+                self.perform(job, queue)
         except WorkerInterrupted:
             self.requeue_interrupted(task)
         finally:
@@ -382,15 +479,46 @@ class Worker:
                 self.running.pop(task.task_id, None)
             self.set_status("waiting")
 
+    def max_run_time_of(self, job: Job) -> float | None:
+        """The task's own maximum run time, else its queue's, else the worker's."""
+        if job.known.get("max_run_time"):
+            return float(job.known["max_run_time"])
+        if job.reservation is not None and job.reservation.queue_max_run_time:
+            return job.reservation.queue_max_run_time
+        return self.max_run_time
+
     def run_in_child(self, task: RunningTask) -> int:
         """The body of a task's child process: start, perform, exit 0 once recorded."""
         if self.update_title:
             import setproctitle
 
             setproctitle.setproctitle(f"blueque-task#{os.getpid()} [{task.queue_name}] {task.task_id}")
-        task.job.start(self.id, os.getpid(), task.attempt)
+        task.job.start(self.id, os.getpid(), task.attempt, process_start_time(os.getpid()))
+        self.watch_orphaned(task)
         self.perform(task.job, task.queue)
         return 0
+
+    def watch_orphaned(self, task: RunningTask) -> None:
+        """In a task's process: renew its own lease whenever its worker is gone.
+
+        Between a worker that leaves its tasks running and the next worker that adopts
+        them, nobody else renews their leases; this thread keeps them, and ends the
+        process if another attempt took the task meanwhile.
+        """
+        parent = os.getppid()
+        scripts = Scripts(private_client(self.job_model.client()), self.job_model.keys())
+
+        def beat() -> None:
+            if os.getppid() == parent:
+                return
+            lost = scripts.renew([(task.queue_name, task.task_id, task.attempt, task.ttr)],
+                                 time.time())
+            if lost and lost.get(task.task_id) not in ("complete", "failed"):
+                self.log(self.job_lost_message(task.job, task.queue, lost[task.task_id]),
+                         logging.ERROR)
+                os._exit(1)
+
+        Heartbeat(self.heartbeat_interval, beat, name="limpyd-blueque-orphan-heartbeat").start()
 
     def perform(self, job: Job, queue: Queue) -> bool:
         """Run a started task and record its outcome; True on success."""
@@ -419,15 +547,37 @@ class Worker:
             return
         with self._lock:
             by_pid = {task.pid: task for task in self.running.values()}
-        for pid, status in reap(by_pid):
+        for task in by_pid.values():
+            if task.overdue and not task.adopted:
+                task.timed_out = True
+                signal_group(task.pid, signal.SIGKILL)
+        for pid, status in reap(pid for pid, task in by_pid.items() if not task.adopted):
             task = by_pid[pid]
             with self._lock:
                 self.running.pop(task.task_id, None)
             problem = describe_exit(status)
+            if task.timed_out:
+                problem = TaskTimeout(task.max_run_time)
             if problem is not None and not task.lost:
                 self.job_error(task.job, task.queue, problem, None)
+        for task in by_pid.values():
+            if task.adopted and not process_alive(task.pid, task.pstart):
+                self.adopted_ended(task)
         if not self.running and self.status == "running":
             self.set_status("waiting")
+
+    def adopted_ended(self, task: RunningTask) -> None:
+        """An adopted task's process ended: its outcome is recorded, or it is taken back."""
+        with self._lock:
+            self.running.pop(task.task_id, None)
+        outcome = self.queue_model.scripts().recover(
+            [(task.queue_name, task.task_id, task.attempt)], time.time(), expired_only=False,
+            max_attempts=self.max_attempts, why="its process ended without an outcome"
+        ).get(task.task_id)
+        if outcome == "skipped":
+            self.log(f"[{task.queue_name}|{task.task_id}] adopted task ended and recorded its outcome")
+        else:
+            self.log(self.task_recovered_message(task.task_id, outcome), logging.WARNING)
 
     # -- leases -----------------------------------------------------------------------------
     def renew_leases(self) -> None:
@@ -435,7 +585,9 @@ class Worker:
         with self._lock:
             tasks = list(self.running.values())
         leases = [(t.queue_name, t.task_id, t.attempt, t.ttr) for t in tasks if not t.lost]
-        lost = self._heartbeat_scripts.renew(leases, time.time())
+        now = time.time()
+        lost = self._heartbeat_scripts.renew(leases, now)
+        self._heartbeat_scripts.client.zadd(self.queue_model.keys().workers, {self.id: now})
         for task in tasks:
             if task.task_id in lost and lost[task.task_id] not in ("complete", "failed"):
                 self.lease_lost(task, lost[task.task_id])
@@ -444,7 +596,7 @@ class Worker:
         """Another attempt holds the task now: stop running it here."""
         task.lost = True
         self.log(self.job_lost_message(task.job, task.queue, status), logging.ERROR)
-        if self.fork and task.pid:
+        if self.fork and task.pid and not task.adopted:
             signal_group(task.pid, signal.SIGKILL)
 
     # -- stopping -----------------------------------------------------------------------------
@@ -498,9 +650,34 @@ class Worker:
         self.log(self.job_started_message(job, queue))
         job.on_started(queue)
 
+    def record(self, job: Job, step: Callable[[], bool], status: str) -> bool:
+        """Run an outcome step, retrying while Redis is unreachable.
+
+        True when this attempt's outcome is recorded, including when an earlier try
+        reached Redis but its reply was lost. False when the task is no longer ours.
+        """
+        deadline = time.monotonic() + self.outcome_retry_timeout
+        retried = False
+        while True:
+            try:
+                if step():
+                    return True
+                if not retried:
+                    return False
+                data = job.data()
+                return (data.status == status and data.node == self.id
+                        and data.attempt == self._attempt(job))
+            except RedisUnavailable as error:
+                if time.monotonic() > deadline:
+                    raise
+                self.log(f"{error}; retrying to record the outcome", logging.WARNING)
+                retried = True
+                time.sleep(0.5)
+
     def job_success(self, job: Job, queue: Queue, result: Any) -> None:
         """Store the result (complete), log, then `on_success`; a lost task is skipped."""
-        if not job.complete(result, listener_id=self.id, attempt=self._attempt(job)):
+        if not self.record(job, lambda: job.complete(result, listener_id=self.id,
+                                                      attempt=self._attempt(job)), "complete"):
             self.job_skipped(job, queue)
             return
         self.log(self.job_success_message(job, queue, result))
@@ -511,13 +688,15 @@ class Worker:
         """Record a failure: requeue or fail the task, store an `Error`, log, `on_error`."""
         attempt = self._attempt(job)
         text = f"{type(exception).__name__}: {exception}"
-        if self.must_requeue(job, attempt):
-            done = job.requeue(listener_id=self.id, attempt=attempt, error=text,
-                               delay=self.requeue_delay_delta,
-                               priority_delta=self.requeue_priority_delta or None)
-            requeued = done
+        requeued = self.must_requeue(job, attempt)
+        if requeued:
+            status = "scheduled" if self.requeue_delay_delta else "pending"
+            done = self.record(job, lambda: job.requeue(
+                listener_id=self.id, attempt=attempt, error=text, delay=self.requeue_delay_delta,
+                priority_delta=self.requeue_priority_delta or None), status)
         else:
-            done, requeued = job.fail(text, listener_id=self.id, attempt=attempt), False
+            done = self.record(job, lambda: job.fail(text, listener_id=self.id, attempt=attempt),
+                               "failed")
         if not done:
             self.job_skipped(job, queue)
             return
@@ -585,9 +764,41 @@ class Worker:
     def job_skipped_message(self, job: Job, queue: Queue) -> str:
         return f"{self._tag(job, queue)} skipped: no longer held by this worker"
 
+    def task_recovered_message(self, task_id: str, outcome: str | None) -> str:
+        where = "back to pending" if outcome == "pending" else "failed: no attempts left"
+        return f"[{task_id}] its holder is gone: {where}"
+
     def job_lost_message(self, job: Job, queue: Queue, status: str) -> str:
         return (f"{self._tag(job, queue)} lease lost (task now {status or 'gone'}): "
                 "stopping its process")
+
+
+def _is_text(value: str | None) -> bool:
+    """False for a string holding bytes that were not UTF-8 (see BluequeDatabase)."""
+    try:
+        (value or "").encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+@contextmanager
+def run_time_limit(seconds: float | None) -> Iterator[None]:
+    """In-process: raise `TaskTimeout` in the task after `seconds` (SIGALRM)."""
+    if not seconds:
+        yield
+        return
+
+    def expire(signum: int, frame: Any) -> None:
+        raise TaskTimeout(seconds)
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _wake(signum: int, frame: Any) -> None:

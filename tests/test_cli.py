@@ -39,7 +39,8 @@ def test_every_option_reaches_the_worker(redis_url):
         "--on-terminate=detach", "--terminate-timeout=12", "--no-save-errors",
         "--no-save-tracebacks", "--requeue-times=2", "--requeue-delay-delta=15",
         "--requeue-priority-delta=-3", "--ttr=120", "--heartbeat-interval=10",
-        "--schedule-interval=2", "--listener-id=box.example_17", "--logger-name=my-jobs",
+        "--schedule-interval=2", "--max-attempts=9", "--max-run-time=3600", "--clean-interval=5",
+        "--outcome-retry-timeout=20", "--listener-id=box.example_17", "--logger-name=my-jobs",
         "--logger-level=DEBUG", "--no-title", "--print-options", "--dry-run")
     assert result.returncode == 0, result.stderr
     options = dict(line.split("=", 1) for line in result.stdout.splitlines() if "=" in line)
@@ -54,6 +55,8 @@ def test_every_option_reaches_the_worker(redis_url):
         "terminate_timeout": "12.0", "save_errors": "False", "save_tracebacks": "False",
         "requeue_times": "2", "requeue_delay_delta": "15.0", "requeue_priority_delta": "-3.0",
         "ttr": "120.0", "heartbeat_interval": "10.0", "schedule_interval": "2.0",
+        "max_attempts": "9", "max_run_time": "3600.0", "clean_interval": "5.0",
+        "outcome_retry_timeout": "20.0",
         "listener_id": "'box.example_17'", "logger_name": "'my-jobs'", "logger_level": "10",
         "update_title": "False", "redis_url": redis_url,
     }
