@@ -453,13 +453,18 @@ class Queue(BluequeModel):
         if unknown:
             raise ConfigurationError(f"unknown queue setting(s): {', '.join(unknown)}")
         for name, value in settings.items():
-            if value is None:
-                getattr(self, name).hdel()
-                continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            if value is not None and (isinstance(value, bool) or value <= 0
+                                      or not isinstance(value, (int, float))):
                 raise ConfigurationError(f"queue setting {name} must be a number above 0, "
                                          f"not {value!r}")
-            getattr(self, name).hset(repr(value))
+        with self.client().pipeline(transaction=True) as pipe:
+            for name, value in settings.items():
+                if value is None:
+                    pipe.hdel(self.key, name)
+                else:
+                    pipe.hset(self.key, name, repr(value))
+            with reaching(self.client()):
+                pipe.execute()
 
     def settings(self) -> dict[str, float]:
         """The queue's own settings that are set."""

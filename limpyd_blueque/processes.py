@@ -35,7 +35,7 @@ class TaskTimeout(TaskKilled):
 
     def __init__(self, seconds: float) -> None:
         super().__init__(f"the task ran longer than its maximum run time of {seconds:g} seconds "
-                         "and was killed", "timeout")
+                         "and was stopped", "timeout")
 
 
 class WorkerInterrupted(BaseException):

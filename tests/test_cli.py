@@ -10,19 +10,14 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import TESTS, alive, wait_for, worker_command
 from jobs import events
 
 from limpyd_blueque import Queue
 
 pytestmark = pytest.mark.timeout(60)
 
-TESTS = Path(__file__).parent
 SCRIPT = TESTS.parent / "scripts" / "blueque-worker"
-
-
-def worker_command(redis_url, *options):
-    return [sys.executable, "-m", "limpyd_blueque.cli", f"--redis-url={redis_url}",
-            f"--pythonpath={TESTS}", *options]
 
 
 def run_worker(redis_url, *options, timeout=30):
@@ -110,24 +105,6 @@ def test_script_shim_runs_the_same_main(redis_url, database):
 
 
 # -- stopping a real worker during a long task -------------------------------------------------
-def alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
-def wait_for(predicate, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError("condition not met in time")
-
-
 @pytest.fixture
 def long_task(redis_url, database, conn):
     """A worker process running a task that takes 2 seconds; the test then stops it."""

@@ -1,0 +1,61 @@
+"""Running real worker processes from tests, and waiting on them."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+TESTS = Path(__file__).parent
+
+
+def worker_command(redis_url, *options):
+    """The command line of a `blueque-worker` on `redis_url` that can import tests/jobs.py."""
+    return [sys.executable, "-m", "limpyd_blueque.cli", f"--redis-url={redis_url}",
+            f"--pythonpath={TESTS}", *options]
+
+
+def start_worker(redis_url, *options, **popen):
+    popen.setdefault("stdout", subprocess.DEVNULL)
+    popen.setdefault("stderr", subprocess.DEVNULL)
+    return subprocess.Popen(worker_command(redis_url, *options), **popen)
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie child of this process is not alive
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        return not done
+    except ChildProcessError:
+        return True
+
+
+def kill(pid, signum=signal.SIGKILL):
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        pass
+
+
+def wait_for(predicate, timeout=10.0, interval=0.02):
+    """The first truthy value of `predicate()`, or AssertionError after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"condition not met in {timeout} seconds")
+
+
+def dead_pid():
+    """A pid that no process has any more."""
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    return process.pid
