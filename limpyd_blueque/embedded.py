@@ -48,13 +48,15 @@ def free_port() -> int:
 class EmbeddedRedis:
     """A redis-server child process on a free local port.
 
-    `persistence=True` turns on the append-only file (fsync every second), for tests
-    that kill and restart the server.
+    `persistence=True` turns on the append-only file (fsync every second, or as `fsync`
+    says: "always" loses no acknowledged write), for tests that kill and restart it.
     """
 
-    def __init__(self, persistence: bool = False, directory: str | None = None) -> None:
+    def __init__(self, persistence: bool = False, directory: str | None = None,
+                 fsync: str = "everysec") -> None:
         self.binary = find_redis_server()
         self.persistence = persistence
+        self.fsync = fsync
         self._own_dir = directory is None
         self.directory = directory or tempfile.mkdtemp(prefix="limpyd-blueque-redis-")
         self.port = free_port()
@@ -68,7 +70,7 @@ class EmbeddedRedis:
         args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1",
                 "--dir", self.directory, "--save", "", "--daemonize", "no",
                 "--appendonly", "yes" if self.persistence else "no",
-                "--appendfsync", "everysec", "--logfile", "redis.log"]
+                "--appendfsync", self.fsync, "--logfile", "redis.log"]
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                         start_new_session=True)
         client = redis.Redis(port=self.port, socket_connect_timeout=0.2)

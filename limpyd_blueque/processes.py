@@ -30,6 +30,10 @@ class TaskKilled(LimpydBluequeError):
         self.code = code
 
 
+#: exit code of a task process that could not reach Redis to record its start or outcome
+EXIT_REDIS_UNAVAILABLE = 75
+
+
 class TaskTimeout(TaskKilled):
     """A task ran longer than its maximum run time and was stopped."""
 
@@ -52,6 +56,8 @@ def describe_exit(status: int) -> TaskKilled | None:
             name = f"signal {number}"
         return TaskKilled(f"the process running the task was killed by {name}", name)
     code = os.WEXITSTATUS(status)
+    if code == EXIT_REDIS_UNAVAILABLE:
+        return None  # nothing happened to the task itself: the worker puts it back
     if code:
         return TaskKilled(f"the process running the task exited with code {code} "
                           "without recording an outcome", f"exit-{code}")
@@ -190,9 +196,17 @@ class WakeUps:
         self.pubsub = None
         self._subscribe()
 
-    def _subscribe(self) -> None:
-        self.pubsub = self.client.pubsub(ignore_subscribe_messages=True)
-        self.pubsub.subscribe(*self.channels)
+    def _subscribe(self) -> bool:
+        """Subscribe to the channels; False when Redis cannot be reached now."""
+        pubsub = self.client.pubsub(ignore_subscribe_messages=True)
+        try:
+            pubsub.subscribe(*self.channels)
+        except (redis.ConnectionError, redis.TimeoutError):
+            pubsub.close()
+            self.pubsub = None
+            return False
+        self.pubsub = pubsub
+        return True
 
     def _drain(self) -> bool:
         woken = False
@@ -207,6 +221,9 @@ class WakeUps:
 
     def wait(self, timeout: float) -> None:
         """Return when woken up, or after `timeout` seconds."""
+        if self.pubsub is None and not self._subscribe():
+            time.sleep(min(timeout, 1.0))  # Redis is away: the caller retries later
+            return
         try:
             if self._drain():
                 return
@@ -220,21 +237,23 @@ class WakeUps:
         except (redis.ConnectionError, redis.TimeoutError, OSError) as error:
             if isinstance(error, OSError) and error.errno not in (errno.EBADF, errno.EPIPE, None):
                 raise
-            # the subscription is lost (Redis restarted): subscribe again, after a pause
-            time.sleep(min(timeout, 1.0))
+            # the subscription is lost (Redis restarted): subscribe again at the next wait
             try:
-                self._subscribe()
-            except (redis.ConnectionError, redis.TimeoutError):
+                self.pubsub.close()
+            except Exception:  # noqa: BLE001 - closing a dead connection
                 pass
+            self.pubsub = None
+            time.sleep(min(timeout, 1.0))
 
     def close(self) -> None:
         signal.set_wakeup_fd(self._previous_fd)
         for fd in (self._read, self._write):
             os.close(fd)
-        try:
-            self.pubsub.close()
-        except Exception:  # noqa: BLE001 - closing a dead connection
-            pass
+        if self.pubsub is not None:
+            try:
+                self.pubsub.close()
+            except Exception:  # noqa: BLE001 - closing a dead connection
+                pass
 
 
 class Heartbeat(threading.Thread):

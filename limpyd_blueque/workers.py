@@ -26,7 +26,7 @@ from .models import Error, Job, Queue
 from .cleaning import light_clean
 from .connection import safety_warnings
 from .processes import (
-    Heartbeat, RunningTask, TaskKilled, TaskTimeout, WakeUps, WorkerInterrupted, describe_exit,
+    EXIT_REDIS_UNAVAILABLE, Heartbeat, RunningTask, TaskKilled, TaskTimeout, WakeUps, WorkerInterrupted, describe_exit,
     fork_child, private_client, process_alive, process_start_time, reap, signal_group,
 )
 from .values import encode
@@ -493,10 +493,31 @@ class Worker:
             import setproctitle
 
             setproctitle.setproctitle(f"blueque-task#{os.getpid()} [{task.queue_name}] {task.task_id}")
-        task.job.start(self.id, os.getpid(), task.attempt, process_start_time(os.getpid()))
+        pstart = process_start_time(os.getpid())
+        try:
+            self.retrying(lambda: task.job.start(self.id, os.getpid(), task.attempt, pstart))
+        except RedisUnavailable:
+            return EXIT_REDIS_UNAVAILABLE  # not started: the worker puts it back
         self.watch_orphaned(task)
-        self.perform(task.job, task.queue)
+        try:
+            self.perform(task.job, task.queue)
+        except RedisUnavailable:
+            self.log(f"[{task.queue_name}|{task.task_id}] could not record its outcome",
+                     logging.ERROR, exc_info=True)
+            return EXIT_REDIS_UNAVAILABLE
         return 0
+
+    def retrying(self, step: Callable[[], Any]) -> Any:
+        """Run `step`, retrying for `outcome_retry_timeout` seconds while Redis is away."""
+        deadline = time.monotonic() + self.outcome_retry_timeout
+        while True:
+            try:
+                return step()
+            except RedisUnavailable as error:
+                if time.monotonic() > deadline:
+                    raise
+                self.log(f"{error}; retrying", logging.WARNING)
+                time.sleep(0.5)
 
     def watch_orphaned(self, task: RunningTask) -> None:
         """In a task's process: renew its own lease whenever its worker is gone.
@@ -560,6 +581,8 @@ class Worker:
                 problem = TaskTimeout(task.max_run_time)
             if problem is not None and not task.lost:
                 self.job_error(task.job, task.queue, problem, None)
+            elif os.WIFEXITED(status) and os.WEXITSTATUS(status) == EXIT_REDIS_UNAVAILABLE:
+                self.retrying(lambda: self.requeue_interrupted(task))
         for task in by_pid.values():
             if task.adopted and not process_alive(task.pid, task.pstart):
                 self.adopted_ended(task)
@@ -656,23 +679,19 @@ class Worker:
         True when this attempt's outcome is recorded, including when an earlier try
         reached Redis but its reply was lost. False when the task is no longer ours.
         """
-        deadline = time.monotonic() + self.outcome_retry_timeout
-        retried = False
-        while True:
-            try:
-                if step():
-                    return True
-                if not retried:
-                    return False
-                data = job.data()
-                return (data.status == status and data.node == self.id
-                        and data.attempt == self._attempt(job))
-            except RedisUnavailable as error:
-                if time.monotonic() > deadline:
-                    raise
-                self.log(f"{error}; retrying to record the outcome", logging.WARNING)
-                retried = True
-                time.sleep(0.5)
+        tries = []
+
+        def once() -> bool:
+            tries.append(1)
+            if step():
+                return True
+            if len(tries) == 1:
+                return False
+            data = job.data()
+            return (data.status == status and data.node == self.id
+                    and data.attempt == self._attempt(job))
+
+        return self.retrying(once)
 
     def job_success(self, job: Job, queue: Queue, result: Any) -> None:
         """Store the result (complete), log, then `on_success`; a lost task is skipped."""

@@ -75,3 +75,15 @@ def slow_callback(job, queue):
     time.sleep(float(job.known.get("parameters") or job.parameters.hget()))
     record(job, "end")
     return "slept"
+
+
+def crash_task(job, queue):
+    """For the crash test: log begin and end lines (task id, pid) in $CRASH_LOG, sleeping
+    the number of seconds of its parameters in between."""
+    path = os.environ["CRASH_LOG"]
+    with open(path, "a") as log:
+        log.write(f"begin {job.pk.get()} {os.getpid()}\n")
+    time.sleep(float(job.known.get("parameters") or job.parameters.hget()))
+    with open(path, "a") as log:
+        log.write(f"end {job.pk.get()} {os.getpid()}\n")
+    return "survived"
