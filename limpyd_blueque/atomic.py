@@ -25,8 +25,16 @@ SCRIPT_NAMES = (
 )
 
 
+#: scripts that act for a task's holder get the shared holder check prepended
+HOLDER_SCRIPTS = ("start", "finish", "requeue")
+
+
 def _load(name: str) -> str:
-    return resources.files(__package__).joinpath("lua", f"{name}.lua").read_text()
+    folder = resources.files(__package__).joinpath("lua")
+    source = folder.joinpath(f"{name}.lua").read_text()
+    if name in HOLDER_SCRIPTS:
+        source = folder.joinpath("_holder.lua").read_text() + source
+    return source
 
 
 def _str(value: object) -> str:

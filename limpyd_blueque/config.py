@@ -100,29 +100,24 @@ class WorkerConfig:
         add("--queue-model", default=S, metavar="PATH", help="a Queue subclass")
         add("--error-model", default=S, metavar="PATH", help="an Error subclass")
         add("--concurrency", type=_number(int, 1), default=S, help="tasks run at once")
-        add("--fork", dest="fork", action="store_true", default=S,
-            help="run each task in a forked process (default)")
-        add("--no-fork", dest="fork", action="store_false", default=S,
-            help="run tasks in the worker process")
+        flag = self.add_flag
+        flag(parser, "fork", "run each task in a forked process (default)",
+             "run tasks in the worker process")
         add("--max-loops", type=_number(int, 1), default=S, help="stop after this many tasks")
         add("--max-duration", type=_number(float, 0, strict=True), default=S,
             help="stop after this many seconds")
         add("--timeout", type=_number(float, 0, strict=True), default=S,
             help="longest wait for a task (seconds) before checking whether to stop")
-        add("--terminate-gracefully", dest="terminate_gracefully", action="store_true",
-            default=S, help="catch SIGTERM/SIGINT to stop cleanly (default)")
-        add("--no-terminate-gracefully", dest="terminate_gracefully", action="store_false",
-            default=S, help="let SIGTERM/SIGINT kill the worker")
+        flag(parser, "terminate-gracefully", "catch SIGTERM/SIGINT to stop cleanly (default)",
+             "let SIGTERM/SIGINT kill the worker")
         add("--on-terminate", choices=TERMINATE_MODES, default=S,
             help="on SIGTERM/SIGINT: wait for running tasks, detach them, or requeue them")
         add("--terminate-timeout", type=_number(float, 0), default=S,
             help="with --on-terminate=wait: seconds before requeuing the tasks still running")
-        add("--save-errors", dest="save_errors", action="store_true", default=S,
-            help="store an Error for each failure (default)")
-        add("--no-save-errors", dest="save_errors", action="store_false", default=S)
-        add("--save-tracebacks", dest="save_tracebacks", action="store_true", default=S,
-            help="store tracebacks in errors (default)")
-        add("--no-save-tracebacks", dest="save_tracebacks", action="store_false", default=S)
+        flag(parser, "save-errors", "store an Error for each failure (default)",
+             "do not store errors")
+        flag(parser, "save-tracebacks", "store tracebacks in errors (default)",
+             "do not store tracebacks")
         add("--requeue-times", type=_number(int, 0), default=S,
             help="times a failed task goes back in line (default 0)")
         add("--requeue-delay-delta", type=_number(float, 0), default=S,
@@ -147,6 +142,15 @@ class WorkerConfig:
         add("--logger-name", default=S, help="the logger name (default limpyd-blueque)")
         add("--logger-level", default=S, help="DEBUG, INFO, WARNING or ERROR (default INFO)")
         return parser
+
+    @staticmethod
+    def add_flag(parser: argparse.ArgumentParser, name: str, help_on: str, help_off: str) -> None:
+        """Add `--<name>` and `--no-<name>`, setting one boolean worker option."""
+        dest = name.replace("-", "_")
+        parser.add_argument(f"--{name}", dest=dest, action="store_true", default=argparse.SUPPRESS,
+                            help=help_on)
+        parser.add_argument(f"--no-{name}", dest=dest, action="store_false",
+                            default=argparse.SUPPRESS, help=help_off)
 
     # -- building the worker ---------------------------------------------------------------
     def worker_class(self) -> type[Worker]:

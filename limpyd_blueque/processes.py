@@ -13,8 +13,9 @@ import signal
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 import psutil
 import redis
@@ -288,3 +289,31 @@ def private_client(client: redis.Redis) -> redis.Redis:
     pool = client.connection_pool
     return redis.Redis(connection_pool=type(pool)(connection_class=pool.connection_class,
                                                    **pool.connection_kwargs))
+
+
+def is_text(value: str | None) -> bool:
+    """False for a string holding bytes that were not UTF-8 (see BluequeDatabase)."""
+    try:
+        (value or "").encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+@contextmanager
+def run_time_limit(seconds: float | None) -> Iterator[None]:
+    """In-process: raise `TaskTimeout` in the task after `seconds` (SIGALRM)."""
+    if not seconds:
+        yield
+        return
+
+    def expire(signum: int, frame: Any) -> None:
+        raise TaskTimeout(seconds)
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

@@ -13,7 +13,7 @@ import pytest
 from helpers import TESTS, alive, wait_for, worker_command
 from jobs import events
 
-from limpyd_blueque import Queue
+from limpyd_blueque import Error, Queue
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -42,8 +42,8 @@ def test_every_option_reaches_the_worker(redis_url):
     assert options["queues"] == "['a', 'b']"
     assert options["callback"].startswith("<function callback")
     assert options["job_model"] == "<class 'jobs.RecordingJob'>"
-    assert options["queue_model"] == "<class 'limpyd_blueque.models.Queue'>"
-    assert options["error_model"] == "<class 'limpyd_blueque.models.Error'>"
+    assert options["queue_model"] == repr(Queue)
+    assert options["error_model"] == repr(Error)
     expected = {
         "concurrency": "3", "fork": "True", "max_loops": "7", "max_duration": "99.5",
         "timeout": "4.0", "terminate_gracefully": "False", "on_terminate": "'detach'",

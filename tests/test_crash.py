@@ -19,7 +19,7 @@ from collections import defaultdict
 import psutil
 import pytest
 import redis
-from helpers import TESTS, alive, kill, wait_for, worker_command
+from helpers import alive, kill, wait_for, worker_command
 
 from limpyd_blueque import Client
 from limpyd_blueque.embedded import EmbeddedRedis

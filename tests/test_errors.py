@@ -41,7 +41,7 @@ def test_an_existing_task_id_is_refused(database, conn):
 
 def test_unreachable_redis_names_the_url():
     url = f"redis://127.0.0.1:{free_port()}/3"
-    with pytest.raises(RedisUnavailable, match=f"cannot reach Redis at redis://127.0.0.1:.*/3"):
+    with pytest.raises(RedisUnavailable, match="cannot reach Redis at redis://127.0.0.1:.*/3"):
         use_redis(url)
 
 

@@ -7,14 +7,9 @@
 -- ARGV[4] 'complete' or 'failed', ARGV[5] result or error, ARGV[6] now,
 -- ARGV[7] attempt the caller holds ('': not checked)
 -- Returns {1} when finished, {0, status, node, attempt} when refused, {-1} when missing.
-local status = redis.call('HGET', KEYS[1], 'status')
-if not status then return {-1} end
-local node = redis.call('HGET', KEYS[1], 'node') or ''
-local attempt = redis.call('HGET', KEYS[1], 'attempt') or ''
-if (status ~= 'reserved' and status ~= 'started') or node ~= ARGV[2]
-        or (ARGV[7] ~= '' and attempt ~= ARGV[7]) then
-    return {0, status, node, attempt}
-end
+local refused = refuse_unless_held(KEYS[1], {reserved = true, started = true}, ARGV[2],
+    ARGV[7])
+if refused then return refused end
 local pid = ARGV[3]
 if pid == '' then pid = redis.call('HGET', KEYS[1], 'pid') or '' end
 redis.call('LREM', KEYS[2], 1, ARGV[1])

@@ -8,18 +8,13 @@
 -- ARGV[7] wake-up channel, ARGV[8] 'front' (taken next) or 'back' (end of the line),
 -- ARGV[9] priority change ('': none)
 -- Returns {1} when requeued, {0, status, node, attempt} when refused, {-1} when missing.
-local status = redis.call('HGET', KEYS[1], 'status')
-if not status then return {-1} end
-local node = redis.call('HGET', KEYS[1], 'node') or ''
-local attempt = redis.call('HGET', KEYS[1], 'attempt') or ''
-if (status ~= 'reserved' and status ~= 'started') or node ~= ARGV[2]
-        or (ARGV[3] ~= '' and attempt ~= ARGV[3]) then
-    return {0, status, node, attempt}
-end
+local refused = refuse_unless_held(KEYS[1], {reserved = true, started = true}, ARGV[2],
+    ARGV[3])
+if refused then return refused end
 local id = ARGV[1]
 local pid = redis.call('HGET', KEYS[1], 'pid') or ''
 redis.call('LREM', KEYS[2], 1, id)
-redis.call('SREM', KEYS[3], node .. ' ' .. pid .. ' ' .. id)
+redis.call('SREM', KEYS[3], ARGV[2] .. ' ' .. pid .. ' ' .. id)
 redis.call('ZREM', KEYS[6], id)
 redis.call('HDEL', KEYS[1], 'node', 'pid', 'pstart')
 if ARGV[6] ~= '' then redis.call('HSET', KEYS[1], 'error', ARGV[6]) end

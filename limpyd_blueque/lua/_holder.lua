@@ -1,0 +1,15 @@
+-- Shared by the scripts acting for the holder of a task; prepended to them when loaded.
+-- refuse_unless_held(key, statuses, listener, attempt) returns nil when the task at `key`
+-- has one of `statuses` (a set), is held by `listener` and, unless `attempt` is '', is
+-- in that attempt; else the reply to refuse with: {-1} when there is no such task,
+-- {0, status, node, attempt} otherwise.
+local function refuse_unless_held(key, statuses, listener, attempt)
+    local status = redis.call('HGET', key, 'status')
+    if not status then return {-1} end
+    local node = redis.call('HGET', key, 'node') or ''
+    local current = redis.call('HGET', key, 'attempt') or ''
+    if not statuses[status] or node ~= listener or (attempt ~= '' and current ~= attempt) then
+        return {0, status, node, current}
+    end
+    return nil
+end

@@ -1,0 +1,226 @@
+"""What a worker does beside running tasks: leases, adoption, cleaning, collecting and
+stopping its task processes. `Worker` inherits it; it is split out to keep each concern
+readable on its own.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+from typing import TYPE_CHECKING, Any, Callable
+
+from .atomic import Scripts
+from .cleaning import light_clean
+from .exceptions import LimpydBluequeError, RedisUnavailable
+from .processes import (
+    EXIT_REDIS_UNAVAILABLE, Heartbeat, RunningTask, TaskTimeout, describe_exit, private_client,
+    process_alive, reap, signal_group,
+)
+
+if TYPE_CHECKING:
+    from .models import Queue
+
+
+class Supervision:
+    """Leases, adoption, cleaning and the task processes of a `Worker`."""
+
+    # -- periodic work ----------------------------------------------------------------------
+    def clean(self) -> None:
+        """Every `clean_interval`: adopt orphans of this host, take back expired leases."""
+        now = time.monotonic()
+        if now < self._next_clean:
+            return
+        self._next_clean = now + self.clean_interval
+        self.adopt_orphans()
+        recovered = light_clean(self.queue_model, max_attempts=self.max_attempts)
+        for task_id, outcome in recovered.items():
+            if outcome != "skipped":
+                self.log(self.task_recovered_message(task_id, outcome), logging.WARNING)
+
+    # -- adoption ------------------------------------------------------------------------------
+    def adopt_orphans(self) -> None:
+        """Take over the tasks of this host's listeners whose worker process is gone.
+
+        A task still running in its own process is watched until it ends (its lease is
+        renewed meanwhile); a reserved task that never started goes back to pending, to
+        be run; a started task whose process is gone is taken back like an expired lease.
+        """
+        host = self.id.rpartition("_")[0]
+        for name in self.queues:
+            queue = self.queue(name)
+            for listener in sorted(queue.listeners.smembers()):
+                listener_host, _, pid = listener.rpartition("_")
+                if (listener == self.id or listener_host != host or not pid.isdigit()
+                        or process_alive(int(pid))):
+                    continue
+                if not queue.remove_listener(listener):
+                    continue  # another worker of this host adopts it
+                self.log(f"adopting the tasks of {listener}, whose process is gone")
+                for task_id in queue.reserved(listener).lrange(0, -1):
+                    self.adopt(queue, task_id)
+
+    def adopt(self, queue: Queue, task_id: str) -> None:
+        """Watch, rerun or take back one task of a dead listener."""
+        job = self.job_model.lazy_connect(task_id)
+        try:
+            data = job.data()
+        except LimpydBluequeError:
+            return
+        pid, pstart = data.pid, float(data.extra["pstart"]) if data.extra.get("pstart") else None
+        if data.status == "started" and process_alive(pid, pstart):
+            job.known = {"queue": data.queue, "node": data.node, "attempt": str(data.attempt)}
+            ttr = float(data.extra["ttr"]) if data.extra.get("ttr") else self.ttr
+            task = RunningTask(job, queue, data.attempt, ttr, pid=pid, adopted=True, pstart=pstart)
+            with self._lock:
+                self.running[task_id] = task
+            self.log(f"[{queue.pk.get()}|{task_id}] still running in process {pid}: watching it")
+        elif data.status in ("reserved", "started"):
+            outcome = self.queue_model.scripts().recover(
+                [(queue.pk.get(), task_id, data.attempt or None)], time.time(),
+                expired_only=False, max_attempts=self.max_attempts,
+                why="its worker and process are gone").get(task_id)
+            self.log(self.task_recovered_message(task_id, outcome), logging.WARNING)
+
+    # -- retries ------------------------------------------------------------------------------
+    def retrying(self, step: Callable[[], Any]) -> Any:
+        """Run `step`, retrying for `outcome_retry_timeout` seconds while Redis is away."""
+        deadline = time.monotonic() + self.outcome_retry_timeout
+        while True:
+            try:
+                return step()
+            except RedisUnavailable as error:
+                if time.monotonic() > deadline:
+                    raise
+                self.log(f"{error}; retrying", logging.WARNING)
+                time.sleep(0.5)
+
+    def watch_orphaned(self, task: RunningTask) -> None:
+        """In a task's process: renew its own lease whenever its worker is gone.
+
+        Between a worker that leaves its tasks running and the next worker that adopts
+        them, nobody else renews their leases; this thread keeps them, and ends the
+        process if another attempt took the task meanwhile.
+        """
+        parent = os.getppid()
+        scripts = Scripts(private_client(self.job_model.client()), self.job_model.keys())
+
+        def beat() -> None:
+            if os.getppid() == parent:
+                return
+            lost = scripts.renew([(task.queue_name, task.task_id, task.attempt, task.ttr)],
+                                 time.time())
+            if lost and lost.get(task.task_id) not in ("complete", "failed"):
+                self.log(self.job_lost_message(task.job, task.queue, lost[task.task_id]),
+                         logging.ERROR)
+                os._exit(1)
+
+        Heartbeat(self.heartbeat_interval, beat, name="limpyd-blueque-orphan-heartbeat").start()
+
+    # -- task processes -------------------------------------------------------------------------
+    def collect_ended(self) -> None:
+        """Record the end of task children; one killed before recording fails with the signal."""
+        if not self.fork:
+            return
+        with self._lock:
+            by_pid = {task.pid: task for task in self.running.values()}
+        for task in by_pid.values():
+            if task.overdue and not task.adopted:
+                task.timed_out = True
+                signal_group(task.pid, signal.SIGKILL)
+        for pid, status in reap(pid for pid, task in by_pid.items() if not task.adopted):
+            task = by_pid[pid]
+            with self._lock:
+                self.running.pop(task.task_id, None)
+            problem = describe_exit(status)
+            if task.timed_out:
+                problem = TaskTimeout(task.max_run_time)
+            if problem is not None and not task.lost:
+                self.job_error(task.job, task.queue, problem, None)
+            elif os.WIFEXITED(status) and os.WEXITSTATUS(status) == EXIT_REDIS_UNAVAILABLE:
+                self.retrying(lambda: self.requeue_interrupted(task))
+        for task in by_pid.values():
+            if task.adopted and not process_alive(task.pid, task.pstart):
+                self.adopted_ended(task)
+        if not self.running and self.status == "running":
+            self.set_status("waiting")
+
+    def adopted_ended(self, task: RunningTask) -> None:
+        """An adopted task's process ended: its outcome is recorded, or it is taken back."""
+        with self._lock:
+            self.running.pop(task.task_id, None)
+        outcome = self.queue_model.scripts().recover(
+            [(task.queue_name, task.task_id, task.attempt)], time.time(), expired_only=False,
+            max_attempts=self.max_attempts, why="its process ended without an outcome"
+        ).get(task.task_id)
+        if outcome == "skipped":
+            self.log(f"[{task.queue_name}|{task.task_id}] adopted task ended and recorded its outcome")
+        else:
+            self.log(self.task_recovered_message(task.task_id, outcome), logging.WARNING)
+
+    # -- leases -----------------------------------------------------------------------------
+    def renew_leases(self) -> None:
+        """Heartbeat: extend the lease of every running task; stop the ones lost."""
+        with self._lock:
+            tasks = list(self.running.values())
+        leases = [(t.queue_name, t.task_id, t.attempt, t.ttr) for t in tasks if not t.lost]
+        now = time.time()
+        lost = self._heartbeat_scripts.renew(leases, now)
+        self._heartbeat_scripts.client.zadd(self.queue_model.keys().workers, {self.id: now})
+        for task in tasks:
+            if task.task_id in lost and lost[task.task_id] not in ("complete", "failed"):
+                self.lease_lost(task, lost[task.task_id])
+
+    def lease_lost(self, task: RunningTask, status: str) -> None:
+        """Another attempt holds the task now: stop running it here."""
+        task.lost = True
+        self.log(self.job_lost_message(task.job, task.queue, status), logging.ERROR)
+        if self.fork and task.pid and not task.adopted:
+            signal_group(task.pid, signal.SIGKILL)
+
+    # -- stopping -----------------------------------------------------------------------------
+    def terminate_running(self) -> bool:
+        """Apply `on_terminate` to the running tasks; True if some were left running."""
+        if not self.running or not self.fork:
+            return False
+        if self.on_terminate == "detach" and self.end_signal_caught:
+            self.log(f"leaving {len(self.running)} task(s) running for the next worker of this host")
+            return True
+        deadline = None
+        if self.on_terminate == "wait" and self.terminate_timeout is not None:
+            deadline = time.monotonic() + self.terminate_timeout
+        while self.running and self.on_terminate != "requeue" and (
+                deadline is None or time.monotonic() < deadline):
+            self._wakeups.wait(0.2)
+            self.collect_ended()
+            if self.on_terminate == "detach":
+                return self.terminate_running()
+        if self.running:
+            self.interrupt_running()
+        return False
+
+    def interrupt_running(self, grace: float = 10.0) -> None:
+        """SIGTERM the task processes, SIGKILL them after `grace` seconds, requeue them."""
+        with self._lock:
+            tasks = list(self.running.values())
+        for task in tasks:
+            task.lost = True  # their end is ours: no failure is recorded for it
+            signal_group(task.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while self.running and time.monotonic() < deadline:
+            time.sleep(0.05)
+            self.collect_ended()
+        for task in list(self.running.values()):
+            signal_group(task.pid, signal.SIGKILL)
+        while self.running:
+            time.sleep(0.02)
+            self.collect_ended()
+        for task in tasks:
+            self.requeue_interrupted(task)
+
+    def requeue_interrupted(self, task: RunningTask) -> None:
+        """Put an interrupted task back at the front of its queue, if it is still ours."""
+        if task.job.requeue(listener_id=self.id, attempt=task.attempt, front=True):
+            self.log(f"[{task.queue_name}|{task.task_id}] interrupted, back at the front of the queue")
+
