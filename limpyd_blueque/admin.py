@@ -7,7 +7,7 @@ import os
 import sys
 from typing import Sequence
 
-from .cleaning import deep_clean, light_clean
+from .cleaning import deep_clean, light_clean, reindex
 from .config import OneLineParser
 from .connection import DEFAULT_URL, use_redis
 from .exceptions import ConfigurationError, LimpydBluequeError
@@ -27,7 +27,13 @@ def make_parser() -> argparse.ArgumentParser:
                        help="also check every task hash against every list and set (slow)")
     clean.add_argument("--max-attempts", type=int, default=None,
                        help="fail, rather than put back, tasks that used this many attempts")
+    commands.add_parser("reindex", help="index the tasks written by other Blueque clients")
     return parser
+
+
+def reindex_command(options: argparse.Namespace) -> int:
+    print("\n".join(reindex(Queue).lines()))
+    return 0
 
 
 def clean(options: argparse.Namespace) -> int:
@@ -47,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = make_parser().parse_args(argv)
     try:
         use_redis(options.redis_url)
-        return {"clean": clean}[options.command](options)
+        return {"clean": clean, "reindex": reindex_command}[options.command](options)
     except ConfigurationError as error:
         print(f"blueque: error: {error}", file=sys.stderr)
         return 2

@@ -178,6 +178,33 @@ def deep_clean(queue_model: type[Queue] = Queue, *, host: str | None = None,
     return report
 
 
+def reindex(queue_model: type[Queue] = Queue) -> CleanReport:
+    """Bring the status index up to date for tasks written by other Blueque clients.
+
+    The index of `Job.status` and `Job.queue` reads the Blueque structures themselves;
+    the one thing other clients do not keep is the lease set, through which reserved
+    tasks are listed. Every reserved or started task without a lease entry gets an open
+    one (`+inf`, never taken back: its holder does not renew leases), and every task
+    missing from the list or set of its status is filed there again. Nothing is taken
+    back and no listener is removed: that is `deep_clean`'s work.
+    """
+    keys, scripts = queue_model.keys(), queue_model.scripts()
+    report = CleanReport()
+    for task_id, task in _scan_tasks(queue_model.job_model).items():
+        status, name = task["status"], task["queue"]
+        if status not in Status._value2member_map_ or not name:
+            report.unknown_status.append((task_id, status))
+        elif status in (Status.RESERVED.value, Status.STARTED.value):
+            if scripts.tidy("relist", task_id, keys.leases(name), "zset", status, "+inf"):
+                report.indexed.append(task_id)
+        else:
+            wire, kind = _FILED[Status(status)]
+            key = getattr(keys, wire)(name)
+            if scripts.tidy("relist", task_id, key, kind, status, task["eta"] or time.time()):
+                report.relisted.append((task_id, key))
+    return report
+
+
 def _drop_strays(queue_model: type[Queue], name: str, report: CleanReport) -> None:
     """Remove the entries of a queue's structures whose task is gone or has another status."""
     keys, scripts, client = queue_model.keys(), queue_model.scripts(), queue_model.client()

@@ -342,3 +342,20 @@ def test_redis_settings_that_lose_tasks_are_warned_about(conn):
     finally:
         conn.config_set("maxmemory-policy", policy)
         conn.config_set("appendonly", "no")
+
+
+def test_reindex_lists_tasks_another_client_reserved(database, conn):
+    # what the reference client leaves after reserving: no lease entry
+    conn.hset("blueque_task_ref", mapping={"status": "reserved", "queue": "r", "node": "h_1",
+                                           "parameters": "", "created": 1, "updated": 2})
+    conn.zincrby("blueque_queues", 0, "r")
+    conn.lpush("blueque_reserved_tasks_r_h_1", "ref")
+    assert set(Job.collection(queue="r", status="reserved")) == set()
+    from limpyd_blueque.cleaning import reindex
+
+    report = reindex(Queue)
+    assert report.indexed == ["ref"]
+    assert set(Job.collection(queue="r", status="reserved")) == {"ref"}
+    assert conn.zscore("blueque:leases:r", "ref") == float("inf")
+    assert light_clean(Queue) == {}  # an open lease is never taken back
+    assert reindex(Queue).indexed == []
