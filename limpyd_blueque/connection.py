@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+import inspect
+from typing import Any, Iterator
 
 import redis
 from limpyd.contrib.database import PipelineDatabase
@@ -34,6 +35,21 @@ def reaching(client: redis.Redis) -> Iterator[None]:
         raise RedisUnavailable(f"cannot reach Redis at {describe(client)}: {error}") from error
 
 
+def lean_connection_options() -> dict[str, Any]:
+    """Client options that make opening a connection cost no extra round trip.
+
+    Every forked task process opens its own connection: RESP2 needs no HELLO, and no
+    CLIENT SETINFO is sent (`driver_info=None` on redis-py 8, `lib_name=None` and
+    `lib_version=None` before).
+    """
+    options: dict[str, Any] = {"protocol": 2}
+    if "driver_info" in inspect.signature(redis.Redis.__init__).parameters:
+        options["driver_info"] = None
+    else:
+        options.update(lib_name=None, lib_version=None)
+    return options
+
+
 class BluequeDatabase(PipelineDatabase):
     """A limpyd database made from a Redis URL, holding its own connection.
 
@@ -47,7 +63,8 @@ class BluequeDatabase(PipelineDatabase):
         super().__init__()
 
     def connect(self, **settings: object) -> redis.Redis:
-        options = {"encoding_errors": "surrogateescape", **self._client_options}
+        options = {"encoding_errors": "surrogateescape", **lean_connection_options(),
+                   **self._client_options}
         try:
             # surrogateescape: bytes that are not UTF-8 reach Python instead of breaking
             # the whole reply, so one bad task cannot stop a worker (see Worker.launch)

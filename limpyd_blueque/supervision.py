@@ -104,12 +104,15 @@ class Supervision:
         process if another attempt took the task meanwhile.
         """
         parent = os.getppid()
-        scripts = Scripts(private_client(self.job_model.client()), self.job_model.keys())
+        scripts: list[Scripts] = []  # made once orphaned: a task that is not costs nothing
 
         def beat() -> None:
             if os.getppid() == parent:
                 return
-            lost = scripts.renew([(task.queue_name, task.task_id, task.attempt, task.ttr)],
+            if not scripts:
+                scripts.append(Scripts(private_client(self.job_model.client()),
+                                       self.job_model.keys()))
+            lost = scripts[0].renew([(task.queue_name, task.task_id, task.attempt, task.ttr)],
                                  time.time())
             if lost and lost.get(task.task_id) not in ("complete", "failed"):
                 self.log(self.job_lost_message(task.job, task.queue, lost[task.task_id]),

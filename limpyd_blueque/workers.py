@@ -411,6 +411,7 @@ class Worker(Supervision):
         self.set_status("running")
         if self.fork:
             task.pid = fork_child(lambda: self.run_in_child(task))
+            self.started_in_child(task)
             return
         task.pid = os.getpid()
         try:
@@ -431,17 +432,24 @@ class Worker(Supervision):
             return job.reservation.queue_max_run_time
         return self.max_run_time
 
+    def started_in_child(self, task: RunningTask) -> None:
+        """In the worker, right after the fork: record that the child process runs the task.
+
+        The worker does it, not the child, so the child needs Redis only for the outcome
+        (a child that finishes first makes this refused, harmlessly).
+        """
+        try:
+            task.job.start(self.id, task.pid, task.attempt, process_start_time(task.pid))
+        except LimpydBluequeError as error:
+            self.log(f"[{task.queue_name}|{task.task_id}] start not recorded: {error}",
+                     logging.DEBUG)
+
     def run_in_child(self, task: RunningTask) -> int:
-        """The body of a task's child process: start, perform, exit 0 once recorded."""
+        """The body of a task's child process: perform, exit 0 once the outcome is recorded."""
         if self.update_title:
             import setproctitle
 
             setproctitle.setproctitle(f"blueque-task#{os.getpid()} [{task.queue_name}] {task.task_id}")
-        pstart = process_start_time(os.getpid())
-        try:
-            self.retrying(lambda: task.job.start(self.id, os.getpid(), task.attempt, pstart))
-        except RedisUnavailable:
-            return EXIT_REDIS_UNAVAILABLE  # not started: the worker puts it back
         self.watch_orphaned(task)
         try:
             self.perform(task.job, task.queue)

@@ -87,3 +87,8 @@ def crash_task(job, queue):
     with open(path, "a") as log:
         log.write(f"end {job.pk.get()} {os.getpid()}\n")
     return "survived"
+
+
+def noop(job, queue):
+    """Does nothing: for measuring what the worker itself costs."""
+    return "ok"

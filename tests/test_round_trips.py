@@ -61,3 +61,27 @@ def test_listener_steps_are_one_round_trip_each(queue, count_commands):
         queue.add_listener(LISTENER)
         queue.remove_listener(LISTENER)
     assert counter.commands == ["EVALSHA", "EVALSHA"]
+
+
+@pytest.mark.parametrize("fork, per_task", [(False, 2), (True, 3)], ids=["in-process", "forked"])
+def test_worker_costs_two_round_trips_per_task_in_process_and_three_forked(
+        queue, count_commands, fork, per_task):
+    from jobs import noop
+
+    from limpyd_blueque import Worker
+
+    queue.enqueue_many(range(20))
+    worker = Worker("rt", callback=noop, fork=fork, max_loops=20, timeout=0.2,
+                    schedule_interval=3600, clean_interval=3600, heartbeat_interval=3600)
+    worker.run_started()
+    worker.move_due_tasks()  # the periodic work is done once now, not again for an hour
+    worker.clean()
+    with count_commands() as counter:
+        while not worker.must_stop():
+            worker.run_once()
+        while worker.running:
+            worker.collect_ended()
+    worker.run_ended()
+    evalsha = counter.commands.count("EVALSHA")
+    assert evalsha == 20 * per_task
+    assert counter.count == evalsha  # nothing but the steps themselves
