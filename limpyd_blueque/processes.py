@@ -65,8 +65,19 @@ def describe_exit(status: int) -> TaskKilled | None:
     return None
 
 
+_OWN_START: dict[int, float | None] = {}
+
+
 def process_start_time(pid: int) -> float | None:
     """When process `pid` started (epoch seconds), or None if there is no such process."""
+    if pid == os.getpid():  # asked for each in-process task: read it once per process
+        if pid not in _OWN_START:
+            _OWN_START[pid] = _read_start_time(pid)
+        return _OWN_START[pid]
+    return _read_start_time(pid)
+
+
+def _read_start_time(pid: int) -> float | None:
     try:
         return psutil.Process(pid).create_time()
     except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
@@ -118,7 +129,7 @@ class RunningTask:
 
     @property
     def task_id(self) -> str:
-        return self.job.pk.get()
+        return self.job.task_id
 
     @property
     def queue_name(self) -> str:

@@ -571,7 +571,7 @@ class Worker(Supervision):
     @staticmethod
     def _tag(job: Job, queue: Queue) -> str:
         identifier = job.known.get("identifier")
-        return f"[{queue.pk.get()}|{job.pk.get()}{'|' + identifier if identifier else ''}]"
+        return f"[{queue.pk.get()}|{job.task_id}{'|' + identifier if identifier else ''}]"
 
     def run_started_message(self) -> str:
         mode = f"{self.concurrency} forked process(es)" if self.fork else "in-process"

@@ -118,8 +118,15 @@ class Job(BluequeModel):
                   "max_attempts", "max_run_time", "pstart")
 
     @property
+    def task_id(self) -> str:
+        """The task id (what `pk.get()` returns, without making the pk field)."""
+        if getattr(self, "_pk", None) is None:
+            return self.pk.get()
+        return self._pk
+
+    @property
     def key(self) -> str:
-        return self.keys().task(self.pk.get())
+        return self.keys().task(self.task_id)
 
     @classmethod
     def sort_wildcard(cls) -> str:
@@ -159,8 +166,8 @@ class Job(BluequeModel):
         with reaching(self.client()):
             values = self.connection.hgetall(self.key)
         if not values:
-            raise TaskNotFound(self.pk.get())
-        return TaskData.from_hash(self.pk.get(), values)
+            raise TaskNotFound(self.task_id)
+        return TaskData.from_hash(self.task_id, values)
 
     @classmethod
     def queue_names(cls) -> list[str]:
@@ -181,13 +188,13 @@ class Job(BluequeModel):
     def _queue_name(self) -> str:
         queue = self.known.get("queue") or self.queue.hget()
         if not queue:
-            raise ProtocolError(f"task {self.pk.get()!r} has no queue field")
+            raise ProtocolError(f"task {self.task_id!r} has no queue field")
         return queue
 
     def _refuse(self, outcome: Outcome, to_status: str, why: str) -> None:
         if outcome.missing:
-            raise TaskNotFound(self.pk.get())
-        raise InvalidTransition(self.pk.get(), outcome.status, to_status, why)
+            raise TaskNotFound(self.task_id)
+        raise InvalidTransition(self.task_id, outcome.status, to_status, why)
 
     def start(self, listener_id: str, pid: int, attempt: int | None = None,
               pstart: float | None = None) -> None:
@@ -197,7 +204,7 @@ class Job(BluequeModel):
         attempt, when given). `pstart`, the process start time, tells that process from
         a later one given the same pid.
         """
-        outcome = self.scripts().start(self._queue_name(), self.pk.get(),
+        outcome = self.scripts().start(self._queue_name(), self.task_id,
                                        check_listener_id(listener_id), int(pid), time.time(),
                                        attempt, pstart)
         if not outcome.done:
@@ -212,12 +219,12 @@ class Job(BluequeModel):
         if listener_id is None:
             listener_id = self.known.get("node") or self.node.hget()
             if not listener_id:
-                raise InvalidTransition(self.pk.get(), self.status.hget(), status,
+                raise InvalidTransition(self.task_id, self.status.hget(), status,
                                         "no listener holds it")
-        outcome = self.scripts().finish(queue, self.pk.get(), listener_id, status.value, text,
+        outcome = self.scripts().finish(queue, self.task_id, listener_id, status.value, text,
                                         time.time(), pid, attempt)
         if outcome.missing:
-            raise TaskNotFound(self.pk.get())
+            raise TaskNotFound(self.task_id)
         return outcome.done
 
     def complete(self, result: Any = "", *, listener_id: str | None = None,
@@ -250,12 +257,12 @@ class Job(BluequeModel):
             listener_id = self.known.get("node") or self.node.hget() or ""
         now = time.time()
         outcome = self.scripts().requeue(
-            queue, self.pk.get(), listener_id, now, attempt=attempt,
+            queue, self.task_id, listener_id, now, attempt=attempt,
             eta=now + delay if delay else None,
             error=None if error is None else encode(error, "error"), front=front,
             priority_delta=priority_delta)
         if outcome.missing:
-            raise TaskNotFound(self.pk.get())
+            raise TaskNotFound(self.task_id)
         return outcome.done
 
     @property
@@ -291,7 +298,7 @@ class Job(BluequeModel):
     def delete(self) -> None:
         """Blueque "Delete Finished Task"; `InvalidTransition` unless complete or failed."""
         queue = self._queue_name()
-        outcome = self.scripts().delete(queue, self.pk.get())
+        outcome = self.scripts().delete(queue, self.task_id)
         if not outcome.done:
             self._refuse(outcome, "deleted", "only a complete or failed task can be deleted")
 
