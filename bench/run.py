@@ -1,0 +1,623 @@
+#!/usr/bin/env python3
+"""Benchmark limpyd-blueque against the task queues users would pick instead.
+
+    python3 bench/run.py                  # full run (3 repetitions, 1M-task scaling test)
+    python3 bench/run.py --quick          # smoke run, under 2 minutes
+    python3 bench/run.py --repetitions 5  # more repetitions
+
+Each peer lives in its own virtualenv (`bench/.venvs/<peer>`, pinned versions from
+PyPI, made once and reused) and is driven by its adapter `bench/peers/<peer>.py`, run
+by that venv's python: one JSON request in argv, one JSON line out. All peers share
+one private redis-server without persistence, started here and stopped on exit.
+Repetitions interleave the peers (repetition 1: every peer, repetition 2: every
+peer, ...), in a rotated order. Results: stdout, `bench/results/latest.md`, every raw
+figure in `bench/results/latest.json`, and `docs/_static/bench.png` (bench/plot.py).
+See bench/README.md for what each figure means.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import datetime as dt
+import hashlib
+import json
+import os
+import platform
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+REPO = BENCH.parent
+VENVS = BENCH / ".venvs"
+LOGS = BENCH / ".logs"
+RESULTS = BENCH / "results"
+PNG = REPO / "docs" / "_static" / "bench.png"
+LB = "limpyd_blueque"
+
+# -- what is compared --------------------------------------------------------------------
+# requirements are pinned; the full `pip freeze` of each venv lands in the JSON
+NEWEST_REDIS = "redis==8.1.0"
+PEERS: dict[str, dict] = {
+    LB: {"requirements": [NEWEST_REDIS, "-e", str(REPO)], "scaling": True},
+    "floor": {"requirements": [NEWEST_REDIS], "scaling": True},
+    "blueque": {"requirements": ["blueque==1.0.1", "redis==5.3.1"], "scaling": True},
+    "rq": {"requirements": ["rq==3.0.0", NEWEST_REDIS]},
+    "celery": {"requirements": ["celery[redis]==5.7.0", "kombu==5.7.0", NEWEST_REDIS]},
+    "dramatiq": {"requirements": ["dramatiq[redis]==2.2.1", NEWEST_REDIS]},
+    "huey": {"requirements": ["huey==3.5.4", NEWEST_REDIS]},
+    "limpyd_jobs": {"requirements": ["redis-limpyd-jobs==2", "redis-limpyd==2.1.2",
+                                     "redis-limpyd-extensions==2.1", NEWEST_REDIS]},
+}
+PLOT_VENV = {"requirements": ["matplotlib==3.11.2"]}
+
+# (peer, mode, kind, label): kind says which rows a limpyd-blueque row is compared with
+ROWS = [
+    (LB, "inprocess", "in-process", "limpyd-blueque (in-process)"),
+    (LB, "fork", "fork", "limpyd-blueque (fork per task)"),
+    ("floor", "inprocess", "in-process", "floor: Blueque by hand, 1 Lua script/step"),
+    ("blueque", "listen", "in-process", "blueque 1.0.1 (listen loop)"),
+    ("blueque", "fork", "fork", "blueque 1.0.1 (ForkingRunner)"),
+    ("rq", "simple", "in-process", "RQ (SimpleWorker)"),
+    ("rq", "fork", "fork", "RQ (Worker, fork per job)"),
+    ("celery", "solo", "in-process", "Celery (solo pool)"),
+    ("dramatiq", "threads1", "in-process", "Dramatiq (1 worker thread)"),
+    ("huey", "thread1", "in-process", "Huey (RedisHuey, 1 thread)"),
+    ("limpyd_jobs", "worker", "in-process", "redis-limpyd-jobs (Worker)"),
+]
+# limpyd_blueque.Worker itself, measured on request (--with-worker-class)
+WORKER_CLASS_ROWS = [
+    (LB, "worker-inprocess", "in-process", "limpyd-blueque Worker (fork=False)"),
+    (LB, "worker-fork", "fork", "limpyd-blueque Worker (fork=True)"),
+]
+
+# key, label, unit, better, scope ("producer": any peer compares; "worker": same kind)
+FIGURES = [
+    ("enqueue_per_s", "enqueue, one call at a time", "tasks/s", "higher", "producer"),
+    ("enqueue_bulk_per_s", "enqueue, bulk API", "tasks/s", "higher", "producer"),
+    ("drain_per_s", "drain, one worker process", "tasks/s", "higher", "worker"),
+    ("latency_p50_ms", "pickup latency p50", "ms", "lower", "worker"),
+    ("latency_p99_ms", "pickup latency p99", "ms", "lower", "worker"),
+    ("mem_pending_bytes", "Redis memory per pending task", "B", "lower", "producer"),
+    ("mem_finished_bytes", "Redis memory per finished task kept", "B", "lower", "worker"),
+    ("mem_pending_keys_bytes", "MEMORY USAGE of all keys per pending task", "B", "lower",
+     "producer"),
+    ("mem_finished_keys_bytes", "MEMORY USAGE of all keys per finished task kept", "B", "lower",
+     "worker"),
+    ("cmds_enqueue", "commands per enqueue (all, Lua-inner included)", "", "lower", "producer"),
+    ("scripts_enqueue", "eval/evalsha per enqueue", "", "lower", "producer"),
+    ("client_cmds_enqueue", "client-issued commands per enqueue", "", "lower", "producer"),
+    ("rt_enqueue", "network round trips per enqueue", "", "lower", "producer"),
+    ("cmds_worker", "commands per task, worker side (all)", "", "lower", "worker"),
+    ("scripts_worker", "eval/evalsha per task, worker side", "", "lower", "worker"),
+    ("client_cmds_worker", "client-issued commands per task, worker side", "", "lower", "worker"),
+    ("rt_worker", "network round trips per task, worker side", "", "lower", "worker"),
+    ("rt_bulk", "network round trips per task, bulk enqueue", "", "lower", "producer"),
+]
+FIGURE = {f[0]: f for f in FIGURES}
+# counts of eval/evalsha are no cost in themselves (most peers use no script): no ratio
+NO_RATIO = {"scripts_enqueue", "scripts_worker"}
+
+FULL = {"n": 2000, "latency_n": 50, "latency_idle": 1.0, "count_sizes": [40, 200],
+        "repetitions": 3, "scaling_sizes": [1000, 1_000_000], "scaling_ops": 500}
+QUICK = {"n": 200, "latency_n": 10, "latency_idle": 0.5, "count_sizes": [10, 40],
+         "repetitions": 1, "scaling_sizes": [1000, 50_000], "scaling_ops": 100}
+TIMEOUTS = {"throughput": 300, "latency": 120, "count": 240, "scaling": 900}
+ACTIONS = ("throughput", "latency", "count")
+
+
+def log(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+# -- virtualenvs -------------------------------------------------------------------------
+def venv_python(name: str) -> Path:
+    return VENVS / name / "bin" / "python"
+
+
+def venv_stamp(name: str, spec: dict) -> dict:
+    stamp = {"requirements": spec["requirements"], "python": sys.version}
+    if name == LB:  # reinstall when the package's own requirements change
+        stamp["setup.py"] = hashlib.sha256((REPO / "setup.py").read_bytes()).hexdigest()
+    return stamp
+
+
+def ensure_venv(name: str, spec: dict) -> dict:
+    """Create `bench/.venvs/<name>` with the pinned requirements, unless it is up to date."""
+    target = VENVS / name
+    stamp_file = target / "bench-stamp.json"
+    stamp = venv_stamp(name, spec)
+    if stamp_file.exists():
+        saved = json.loads(stamp_file.read_text())
+        if saved.get("stamp") == stamp and venv_python(name).exists():
+            return {"reused": True, "freeze": saved["freeze"]}
+    shutil.rmtree(target, ignore_errors=True)
+    log_file = LOGS / f"venv-{name}.log"
+    with open(log_file, "w") as out:
+        subprocess.run([sys.executable, "-m", "venv", str(target)], check=True, stdout=out,
+                       stderr=subprocess.STDOUT)
+        done = subprocess.run([str(venv_python(name)), "-m", "pip", "install",
+                               "--disable-pip-version-check", *spec["requirements"]],
+                              stdout=out, stderr=subprocess.STDOUT)
+    if done.returncode:
+        tail = log_file.read_text()[-1500:]
+        raise RuntimeError(f"pip install failed for {name}: {tail}")
+    freeze = subprocess.run([str(venv_python(name)), "-m", "pip", "freeze",
+                             "--disable-pip-version-check"], capture_output=True,
+                            text=True).stdout.split()
+    stamp_file.write_text(json.dumps({"stamp": stamp, "freeze": freeze}, indent=1))
+    return {"reused": False, "freeze": freeze}
+
+
+def ensure_venvs(names: list[str]) -> dict:
+    specs = {name: PEERS.get(name, PLOT_VENV) for name in names}
+    status: dict = {}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+        futures = {pool.submit(ensure_venv, name, spec): name for name, spec in specs.items()}
+        for future in concurrent.futures.as_completed(futures):
+            name = futures[future]
+            try:
+                status[name] = {"ok": True, **future.result()}
+                log(f"venv {name}: {'reused' if status[name]['reused'] else 'installed'}")
+            except Exception as error:
+                status[name] = {"ok": False, "error": f"{type(error).__name__}: {error}"}
+                log(f"venv {name}: FAILED ({error})")
+    return status
+
+
+def last_line(path: Path) -> str:
+    """The last non-blank line of a log (the exception of a traceback)."""
+    try:
+        lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return "no log"
+    return (lines[-1].strip() if lines else "empty log") + f" (see bench/.logs/{path.name})"
+
+
+def git_state() -> dict:
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True)
+        return done.stdout.strip()
+    return {"commit": git("rev-parse", "HEAD"),
+            "library_dirty": bool(git("status", "--porcelain", "--", "limpyd_blueque", "setup.py"))}
+
+
+# -- processes ---------------------------------------------------------------------------
+class Runner:
+    """Runs adapters; owns the Redis server and every process group it started."""
+
+    def __init__(self, token: str) -> None:
+        self.token = token
+        self.server = None
+        self.current: subprocess.Popen | None = None
+
+    def start_redis(self) -> None:
+        sys.path.insert(0, str(REPO))
+        from limpyd_blueque.embedded import EmbeddedRedis
+
+        self.server = EmbeddedRedis(persistence=False).start()
+        log(f"redis-server {self.server.binary} on port {self.server.port}")
+
+    def redis_info(self) -> dict:
+        import redis
+        client = redis.Redis(port=self.server.port)
+        info = client.info("server")
+        client.close()
+        return {"redis_version": info.get("redis_version"), "binary": self.server.binary,
+                "persistence": False}
+
+    def ensure_redis(self) -> None:
+        if self.server.process.poll() is not None:
+            log("redis-server died: starting a new one")
+            self.server.stop()
+            self.start_redis()
+
+    def run(self, peer: str, request: dict, label: str) -> dict:
+        self.ensure_redis()
+        request = {**request, "host": "127.0.0.1", "port": self.server.port,
+                   "url": self.server.url, "queue": f"bench_{peer}"}
+        env = {k: v for k, v in os.environ.items() if not k.startswith("BENCH_")}
+        env.update(PYTHONPATH=str(BENCH), PYTHONUNBUFFERED="1", BENCH_TOKEN=self.token,
+                   BENCH_LOG_DIR=str(LOGS), BENCH_LABEL=label, BENCH_TMP=str(LOGS),
+                   BENCH_REDIS_HOST="127.0.0.1", BENCH_REDIS_PORT=str(self.server.port))
+        started = time.monotonic()
+        with open(LOGS / f"{label}-adapter.log", "ab") as err:
+            self.current = subprocess.Popen(
+                [str(venv_python(peer)), "-m", f"peers.{peer}", "measure", json.dumps(request)],
+                cwd=BENCH, env=env, stdout=subprocess.PIPE, stderr=err,
+                stdin=subprocess.DEVNULL, start_new_session=True)
+            try:
+                out, _ = self.current.communicate(timeout=TIMEOUTS[request["action"]])
+                lines = out.decode(errors="replace").strip().splitlines()
+                result = json.loads(lines[-1]) if lines else {
+                    "ok": False, "error": f"no result (exit code {self.current.returncode}): "
+                                          f"{last_line(LOGS / f'{label}-adapter.log')}"}
+            except subprocess.TimeoutExpired:
+                result = {"ok": False, "error": f"timed out after {TIMEOUTS[request['action']]} s"}
+            except json.JSONDecodeError as error:
+                result = {"ok": False, "error": f"unreadable result: {error}"}
+            finally:
+                self.kill_current()
+        result["seconds"] = round(time.monotonic() - started, 2)
+        return result
+
+    def kill_current(self) -> None:
+        if self.current is not None:
+            try:
+                os.killpg(self.current.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            try:
+                self.current.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+            self.current = None
+        self.reap_strays()
+
+    def reap_strays(self) -> None:
+        """Kill, by pid, any process left that carries this run's token in its environment
+        (workers and the task children some peers move to a session of their own)."""
+        marker = f"BENCH_TOKEN={self.token}".encode()
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit() or int(entry.name) == os.getpid():
+                continue
+            try:
+                if marker in (entry / "environ").read_bytes().split(b"\0"):
+                    os.kill(int(entry.name), signal.SIGKILL)
+            except (OSError, ProcessLookupError):
+                continue
+
+    def close(self) -> None:
+        self.kill_current()
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+
+
+# -- summaries ---------------------------------------------------------------------------
+def spread(values: list[float]) -> dict | None:
+    values = [v for v in values if v is not None]
+    if not values:
+        return None
+    return {"median": statistics.median(values), "min": min(values), "max": max(values),
+            "n": len(values)}
+
+
+def row_key(peer: str, mode: str) -> str:
+    return f"{peer}/{mode}"
+
+
+def collect(runs: list[dict], rows: list[tuple]) -> tuple[dict, dict]:
+    """Per row and figure: the value of each repetition, and the summary over them."""
+    per_rep: dict = {}
+    for run in runs:
+        if not run.get("ok") or run["action"] == "scaling":
+            continue
+        key = row_key(run["peer"], run["mode"])
+        for figure, value in run.get("figures", {}).items():
+            per_rep.setdefault(key, {}).setdefault(figure, {})[run["repetition"]] = value
+    summary = {row_key(p, m): {fig: spread(list(per_rep.get(row_key(p, m), {}).get(fig, {}).values()))
+                               for fig in FIGURE} for p, m, _, _ in rows}
+    return per_rep, summary
+
+
+def ratios(per_rep: dict, rows: list[tuple], repetitions: int) -> dict:
+    """Each limpyd-blueque figure over the best peer's in the same repetition."""
+    kinds = {row_key(p, m): kind for p, m, kind, _ in rows}
+    out: dict = {}
+    for peer, mode, kind, _ in rows:
+        if peer != LB:
+            continue
+        mine = per_rep.get(row_key(peer, mode), {})
+        for figure, (_, _, _, better, scope) in FIGURE.items():
+            if figure in NO_RATIO:
+                continue
+            versus_best, best_names, versus_floor = [], [], []
+            for rep in range(1, repetitions + 1):
+                value = mine.get(figure, {}).get(rep)
+                if value is None:
+                    continue
+                rivals = {}
+                for key, figures in per_rep.items():
+                    if key.startswith(LB + "/") or key.startswith("floor/"):
+                        continue
+                    if scope == "worker" and kinds.get(key) != kind:
+                        continue
+                    rival = figures.get(figure, {}).get(rep)
+                    if rival is not None and rival > 0:
+                        rivals[key] = rival
+                if rivals:
+                    pick = max if better == "higher" else min
+                    best = pick(rivals, key=rivals.get)
+                    versus_best.append(value / rivals[best])
+                    best_names.append(best)
+                floor = per_rep.get("floor/inprocess", {}).get(figure, {}).get(rep)
+                if floor:
+                    versus_floor.append(value / floor)
+            out.setdefault(row_key(peer, mode), {})[figure] = {
+                "vs_best_peer": statistics.median(versus_best) if versus_best else None,
+                "per_repetition": versus_best,
+                "best_peer": max(set(best_names), key=best_names.count) if best_names else None,
+                "vs_floor": statistics.median(versus_floor) if versus_floor else None,
+            }
+    return out
+
+
+# -- tables ------------------------------------------------------------------------------
+def fmt(value: float | None) -> str:
+    if value is None:
+        return "–"
+    magnitude = abs(value)
+    if magnitude >= 100:
+        return f"{value:,.0f}"
+    if magnitude >= 10:
+        return f"{value:.1f}"
+    if magnitude >= 1:
+        return f"{value:.2f}"
+    if magnitude == 0:
+        return "0"
+    return f"{value:.3f}"
+
+
+def cell(stats: dict | None) -> str:
+    if stats is None:
+        return "–"
+    if stats["n"] > 1 and fmt(stats["min"]) != fmt(stats["max"]):
+        return f"{fmt(stats['median'])} ({fmt(stats['min'])}–{fmt(stats['max'])})"
+    return fmt(stats["median"])
+
+
+def table(headers: list[str], body: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in body]
+    return "\n".join(lines)
+
+
+def markdown(report: dict, rows: list[tuple]) -> str:
+    meta, summary = report["meta"], report["summary"]
+    labels = {row_key(p, m): label for p, m, _, label in rows}
+    failures = report["failures"]
+    parts = [
+        "# limpyd-blueque and its peers",
+        "",
+        f"Run {meta['started']} ({'quick' if meta['quick'] else 'full'}), "
+        f"{meta['repetitions']} repetition(s), interleaved; "
+        f"{meta['sizes']['n']} tasks per drain, {meta['sizes']['latency_n']} latency samples "
+        f"{int(meta['latency_gap'] * 1000)} ms apart; redis-server {meta['redis']['redis_version']} "
+        f"without persistence; {meta['machine']}. No-op tasks, payload `{{\"n\": i, \"s\": \"x\"}}`. "
+        "Cells: median (min–max over repetitions). See bench/README.md.",
+        "",
+        "## Speed",
+        "",
+    ]
+
+    def figure_table(keys: list[str]) -> str:
+        headers = ["peer"] + [f"{FIGURE[k][1]}" + (f" ({FIGURE[k][2]})" if FIGURE[k][2] else "")
+                              + (" ↑" if FIGURE[k][3] == "higher" else " ↓") for k in keys]
+        body = []
+        for p, m, _, _ in rows:
+            key = row_key(p, m)
+            if key in failures and all(summary[key][k] is None for k in keys):
+                body.append([labels[key]] + ["failed"] * len(keys))
+                continue
+            body.append([labels[key]] + [cell(summary[key][k]) for k in keys])
+        return table(headers, body)
+
+    parts.append(figure_table(["enqueue_per_s", "enqueue_bulk_per_s", "drain_per_s",
+                               "latency_p50_ms", "latency_p99_ms"]))
+    parts += ["", "## Redis memory", "",
+              figure_table(["mem_pending_bytes", "mem_finished_bytes", "mem_pending_keys_bytes",
+                            "mem_finished_keys_bytes"]),
+              "", "## Commands and round trips per task", "",
+              figure_table(["cmds_enqueue", "scripts_enqueue", "client_cmds_enqueue", "rt_enqueue",
+                            "rt_bulk"]),
+              "", figure_table(["cmds_worker", "scripts_worker", "client_cmds_worker", "rt_worker"])]
+
+    parts += ["", "## limpyd-blueque against the best peer", "",
+              "Ratio = limpyd-blueque / best peer of the same repetition (median over "
+              "repetitions); worker-side figures compare with peers of the same kind "
+              "(in-process or fork per task); the floor is left out of \"best peer\" and "
+              "shown apart. ↑: higher is better (ratio > 1 wins); ↓: lower is better "
+              "(ratio < 1 wins).", ""]
+    body = []
+    for figure, (_, label, unit, better, _) in FIGURE.items():
+        if figure in NO_RATIO:
+            continue
+        line = [f"{label} {'↑' if better == 'higher' else '↓'}"]
+        for p, m, _, _ in rows:
+            if p != LB:
+                continue
+            entry = report["ratios"].get(row_key(p, m), {}).get(figure, {})
+            if entry.get("vs_best_peer") is None:
+                line.append("–")
+            else:
+                line.append(f"{entry['vs_best_peer']:.2f} (best: "
+                            f"{labels.get(entry['best_peer'], entry['best_peer'])})")
+            line.append(f"{entry['vs_floor']:.2f}" if entry.get("vs_floor") else "–")
+        body.append(line)
+    headers = ["figure"]
+    for p, m, _, _ in rows:
+        if p == LB:
+            headers += [f"{labels[row_key(p, m)]} vs best peer", "vs floor"]
+    parts.append(table(headers, body))
+
+    scaling = report.get("scaling", {})
+    if scaling:
+        parts += ["", "## Scaling: cost per operation with many tasks pending", "",
+                  "Measured once. Each operation timed alone from Python (client included), "
+                  "median of "
+                  f"{meta['sizes']['scaling_ops']} (p90 in brackets); reserve and complete "
+                  "alternate, as a worker does. The queue is first filled by a pipelined "
+                  "insert of the Blueque layout (the three peers share it); fill rate and "
+                  "memory are of that insert.", ""]
+        body = []
+        names = {LB: "limpyd-blueque", "floor": "floor", "blueque": "blueque 1.0.1"}
+        for peer, result in scaling.items():
+            if not result.get("ok"):
+                body.append([names.get(peer, peer), "failed: " + result.get("error", "")[:80]]
+                            + [""] * 5)
+                continue
+            for entry in result["raw"]["scaling"]:
+                body.append([names.get(peer, peer), f"{entry['pending']:,}", fmt(entry["fill_per_s"]),
+                             fmt(entry["mem_pending_bytes"]),
+                             f"{fmt(entry['enqueue_us'])} ({fmt(entry['enqueue_p90_us'])})",
+                             f"{fmt(entry['reserve_us'])} ({fmt(entry['reserve_p90_us'])})",
+                             f"{fmt(entry['complete_us'])} ({fmt(entry['complete_p90_us'])})"])
+        parts.append(table(["peer", "pending tasks", "fill (tasks/s)", "memory per pending (B)",
+                            "enqueue (µs)", "reserve (µs)", "complete (µs)"], body))
+        raw = scaling.get(LB, {}).get("raw", {})
+        lb = raw.get("error_filter_100k")
+        if lb is not None:
+            parts += ["", "Error filtering by date among 100k stored errors (limpyd-blueque): "
+                      + (f"{fmt(lb['value'])} ms" if lb.get("value") is not None
+                         else f"**null** — {lb['reason']}.")]
+            if raw.get("error_add_ms") is not None:
+                parts[-1] += (f" Storing one error (`Error.add_error`, 200 timed): "
+                              f"{fmt(raw['error_add_ms'])} ms.")
+
+    parts += ["", "## Failures", ""]
+    if failures:
+        for key, errors in failures.items():
+            for error in errors:
+                parts.append(f"- `{key}`: {error}")
+    else:
+        parts.append("None.")
+    parts += ["", "## Versions", "",
+              "Pinned requirements of each venv (the full `pip freeze` of each is in the "
+              "JSON, `meta.venvs`); limpyd-blueque is the work tree at commit "
+              f"`{meta['limpyd_blueque_tree']['commit'][:12]}`"
+              + (" with uncommitted changes to the library" if meta["limpyd_blueque_tree"]
+                 ["library_dirty"] else "") + ".", ""]
+    venvs = report["meta"]["venvs"]
+    for name in [*PEERS, "plot"]:
+        if name not in venvs:
+            continue
+        pins = " ".join(PEERS.get(name, PLOT_VENV)["requirements"]).replace(str(REPO), "<repo>")
+        parts.append(f"- {name}: `{pins}`" + ("" if venvs[name].get("ok") else " — venv FAILED"))
+    return "\n".join(parts) + "\n"
+
+
+# -- main --------------------------------------------------------------------------------
+def write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="short smoke run (< 2 minutes)")
+    parser.add_argument("--repetitions", type=int, help="repetitions (default 3; --quick: 1)")
+    parser.add_argument("--peers", help="comma-separated peers to run (default: all)")
+    parser.add_argument("--no-scaling", action="store_true", help="skip the scaling test")
+    parser.add_argument("--no-plot", action="store_true", help="do not draw the PNG")
+    parser.add_argument("--with-worker-class", action="store_true",
+                        help="also measure limpyd_blueque.Worker (two more rows)")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    sizes = dict(QUICK if args.quick else FULL)
+    repetitions = args.repetitions or sizes["repetitions"]
+    if repetitions < 1:
+        raise SystemExit("--repetitions must be at least 1")
+    wanted = set(args.peers.split(",")) if args.peers else set(PEERS)
+    unknown = wanted - set(PEERS)
+    if unknown:
+        raise SystemExit(f"unknown peer(s): {', '.join(sorted(unknown))}")
+    rows = [row for row in ROWS + (WORKER_CLASS_ROWS if args.with_worker_class else [])
+            if row[0] in wanted]
+    LOGS.mkdir(parents=True, exist_ok=True)
+    for old in [*LOGS.glob("*.log"), *LOGS.glob("bench-rt-*")]:
+        if not old.name.startswith("venv-"):
+            old.unlink()
+
+    def interrupted(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, interrupted)
+    signal.signal(signal.SIGHUP, interrupted)
+    began = time.monotonic()
+    started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    runner = Runner(uuid.uuid4().hex)
+    runs: list[dict] = []
+    scaling: dict = {}
+    try:
+        venvs = ensure_venvs(sorted(wanted) + ([] if args.no_plot else ["plot"]))
+        log(f"venvs ready in {time.monotonic() - began:.0f} s")
+        runner.start_redis()
+        meta = {
+            "started": started, "quick": args.quick, "repetitions": repetitions,
+            "sizes": {k: v for k, v in sizes.items() if k != "repetitions"},
+            "latency_gap": 0.05, "redis": runner.redis_info(), "venvs": venvs,
+            "limpyd_blueque_tree": git_state(),
+            "machine": f"{os.cpu_count()} cores, {platform.system()} {platform.machine()}, "
+                       f"Python {platform.python_version()}",
+        }
+        request_base = {**meta["sizes"], "latency_gap": meta["latency_gap"]}
+        for rep in range(1, repetitions + 1):
+            shift = (rep - 1) % len(rows)
+            for peer, mode, kind, label in rows[shift:] + rows[:shift]:
+                for action in ACTIONS:
+                    tag = f"r{rep}-{peer}-{mode}-{action}"
+                    if not venvs[peer]["ok"]:
+                        result = {"ok": False, "error": "venv: " + venvs[peer]["error"]}
+                    else:
+                        result = runner.run(peer, {**request_base, "action": action,
+                                                   "mode": mode}, tag)
+                    runs.append({"repetition": rep, "peer": peer, "mode": mode,
+                                 "action": action, **result})
+                    status = "ok" if result.get("ok") else f"FAILED: {result.get('error', '')[:300]}"
+                    log(f"rep {rep}/{repetitions} {peer}/{mode} {action}: {status} "
+                        f"({result.get('seconds', 0)} s)")
+        if not args.no_scaling:
+            for peer in PEERS:
+                if peer in wanted and PEERS[peer].get("scaling") and venvs[peer]["ok"]:
+                    result = runner.run(peer, {**request_base, "action": "scaling"},
+                                        f"scaling-{peer}")
+                    scaling[peer] = result
+                    log(f"scaling {peer}: {'ok' if result.get('ok') else result.get('error')} "
+                        f"({result.get('seconds')} s)")
+    finally:
+        runner.close()
+    per_rep, summary = collect(runs, rows)
+    failures: dict = {}
+    for run in runs:
+        if not run.get("ok"):
+            failures.setdefault(row_key(run["peer"], run["mode"]), []).append(
+                f"repetition {run['repetition']}, {run['action']}: {run.get('error')}")
+    for peer, result in scaling.items():
+        if not result.get("ok"):
+            failures.setdefault(f"{peer}/scaling", []).append(result.get("error"))
+    meta["finished"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    meta["elapsed_seconds"] = round(time.monotonic() - began, 1)
+    meta["rows"] = [{"key": row_key(p, m), "peer": p, "mode": m, "kind": k, "label": label}
+                    for p, m, k, label in rows]
+    meta["figures"] = [{"key": k, "label": label, "unit": unit, "better": better, "scope": scope}
+                       for k, label, unit, better, scope in FIGURES]
+    report = {"meta": meta, "summary": summary, "per_repetition": per_rep,
+              "ratios": ratios(per_rep, rows, repetitions), "scaling": scaling,
+              "failures": failures, "runs": runs}
+    text = markdown(report, rows)
+    write_atomic(RESULTS / "latest.json", json.dumps(report, indent=1, sort_keys=False) + "\n")
+    write_atomic(RESULTS / "latest.md", text)
+    print(text)
+    if not args.no_plot and venvs.get("plot", {}).get("ok"):
+        done = subprocess.run([str(venv_python("plot")), str(BENCH / "plot.py"),
+                               str(RESULTS / "latest.json"), str(PNG)])
+        if done.returncode:
+            log("plot failed")
+    log(f"done in {time.monotonic() - began:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
