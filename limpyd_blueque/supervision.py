@@ -96,18 +96,20 @@ class Supervision:
                 self.log(f"{error}; retrying", logging.WARNING)
                 time.sleep(0.5)
 
-    def watch_orphaned(self, task: RunningTask) -> None:
+    def watch_orphaned(self, current: Callable[[], RunningTask | None]) -> None:
         """In a task's process: renew its own lease whenever its worker is gone.
 
         Between a worker that leaves its tasks running and the next worker that adopts
         them, nobody else renews their leases; this thread keeps them, and ends the
-        process if another attempt took the task meanwhile.
+        process if another attempt took the task meanwhile. `current()` gives the task
+        once the process has one (a spare starts the thread before its task arrives).
         """
         parent = os.getppid()
         scripts: list[Scripts] = []  # made once orphaned: a task that is not costs nothing
 
         def beat() -> None:
-            if os.getppid() == parent:
+            task = current()
+            if task is None or os.getppid() == parent:
                 return
             if not scripts:
                 scripts.append(Scripts(private_client(self.job_model.client()),
@@ -132,6 +134,9 @@ class Supervision:
             if task.overdue and not task.adopted:
                 task.timed_out = True
                 signal_group(task.pid, signal.SIGKILL)
+        spare = getattr(self, "_spare", None)
+        if spare is not None and reap([spare.pid]):
+            self._spare = None  # died while waiting: the next task gets a new one
         for pid, status in reap(pid for pid, task in by_pid.items() if not task.adopted):
             task = by_pid[pid]
             with self._lock:

@@ -6,6 +6,7 @@ and a constructor keyword, validated in `validate`.
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import signal
@@ -24,8 +25,8 @@ from .exceptions import (
 from .keys import check_listener_id, check_queue_name
 from .models import Error, Job, Queue
 from .processes import (
-    EXIT_REDIS_UNAVAILABLE, Heartbeat, RunningTask, TaskKilled, WakeUps, WorkerInterrupted,
-    fork_child, is_text, private_client,
+    EXIT_REDIS_UNAVAILABLE, Heartbeat, RunningTask, Spare, TaskKilled, WakeUps,
+    WorkerInterrupted, is_text, open_connection, private_client,
     process_start_time, run_time_limit,
 )
 from .supervision import Supervision
@@ -134,6 +135,7 @@ class Worker(Supervision):
         self._queues: dict[str, Queue] = {}
         self._next_schedule = 0.0
         self._next_clean = 0.0
+        self._spare: Spare | None = None
         self._wakeups: WakeUps | None = None
         self._heartbeat: Heartbeat | None = None
         self._old_handlers: dict[int, Any] = {}
@@ -283,6 +285,9 @@ class Worker(Supervision):
             self.handle_end_signal()
         if self.fork:
             self._old_handlers.setdefault(signal.SIGCHLD, signal.signal(signal.SIGCHLD, _wake))
+            # the objects made so far are never collected again: a task process then does
+            # not copy every page of the worker while its garbage collector walks them
+            gc.freeze()
         for name in self.queues:
             self.queue(name).add_listener(self.id)
         keys = self.queue_model.keys()
@@ -323,6 +328,7 @@ class Worker(Supervision):
         """Deal with running tasks as `on_terminate` says, then unregister."""
         self.set_status("terminating")
         try:
+            self.drop_spare()
             detached = self.terminate_running()
             if self._heartbeat:
                 self._heartbeat.stop()
@@ -356,10 +362,14 @@ class Worker(Supervision):
         Returns `(job, queue)`, or `(None, None)` after waiting up to `timeout` seconds
         (less when due scheduled tasks or ended children need attention).
         """
+        if self.fork:
+            # the task is reserved and started at once for the spare process that runs it
+            pid, pstart = self.spare().pid, self.spare().pstart
+        else:
+            pid, pstart = os.getpid(), process_start_time(os.getpid())
         job, reservation, dropped = self.queue_model.take(
-            self.queues, self.id, pid=None if self.fork else os.getpid(),
-            ttrs=[self.ttr] * len(self.queues), job_model=self.job_model,
-            pstart=None if self.fork else process_start_time(os.getpid()))
+            self.queues, self.id, pid=pid, ttrs=[self.ttr] * len(self.queues),
+            job_model=self.job_model, pstart=pstart)
         for task_id in dropped:
             self.task_dropped(task_id)
         if job is not None:
@@ -410,8 +420,7 @@ class Worker(Supervision):
             self.running[task.task_id] = task
         self.set_status("running")
         if self.fork:
-            task.pid = fork_child(lambda: self.run_in_child(task))
-            self.started_in_child(task)
+            self.hand_over(task)
             return
         task.pid = os.getpid()
         try:
@@ -432,25 +441,60 @@ class Worker(Supervision):
             return job.reservation.queue_max_run_time
         return self.max_run_time
 
-    def started_in_child(self, task: RunningTask) -> None:
-        """In the worker, right after the fork: record that the child process runs the task.
+    # -- task processes ------------------------------------------------------------------------
+    def spare(self) -> Spare:
+        """The process forked ahead for the next task (made when missing)."""
+        if self._spare is None:
+            self._spare = Spare(self.prepare_task_process)
+        return self._spare
 
-        The worker does it, not the child, so the child needs Redis only for the outcome
-        (a child that finishes first makes this refused, harmlessly).
+    def drop_spare(self) -> None:
+        """Let the spare process go (it exits when its pipe closes) and collect it."""
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            spare.close()
+            try:
+                os.waitpid(spare.pid, 0)
+            except ChildProcessError:
+                pass
+
+    def hand_over(self, task: RunningTask) -> None:
+        """Give a task, reserved and started for the spare's pid, to the spare."""
+        spare, self._spare = self._spare, None
+        task.pid = spare.pid
+        reservation = task.job.reservation
+        payload = {"task_id": task.task_id, "queue": task.queue_name, "known": task.job.known,
+                   "ttr": task.ttr, "attempt": task.attempt, "max_run_time": task.max_run_time,
+                   "queue_max_run_time": reservation.queue_max_run_time if reservation else None}
+        if not spare.hand_over(payload):
+            self.log(f"[{task.queue_name}|{task.task_id}] its process died before the task "
+                     "reached it", logging.WARNING)  # collect_ended takes the task back
+        self.spare()  # the next one, forked while this task runs
+
+    def prepare_task_process(self, receive: Callable[[], dict | None]) -> int:
+        """The body of a spare: get ready, wait for a task (`receive`), run it.
+
+        What can be done before the task is known is done while waiting: the process's
+        own Redis connection is opened and its orphan watcher started.
         """
-        try:
-            task.job.start(self.id, task.pid, task.attempt, process_start_time(task.pid))
-        except LimpydBluequeError as error:
-            self.log(f"[{task.queue_name}|{task.task_id}] start not recorded: {error}",
-                     logging.DEBUG)
+        open_connection(self.job_model.client())
+        slot: list[RunningTask] = []
+        self.watch_orphaned(lambda: slot[0] if slot else None)
+        payload = receive()
+        if payload is None:
+            return 0  # the worker stops, or replaces this spare
+        queue = self.queue(payload["queue"])
+        job = self.job_model.from_fields(payload["task_id"], payload["known"])
+        slot.append(RunningTask(job, queue, payload["attempt"], payload["ttr"], pid=os.getpid(),
+                                max_run_time=payload["max_run_time"]))
+        return self.run_in_child(slot[0])
 
     def run_in_child(self, task: RunningTask) -> int:
-        """The body of a task's child process: perform, exit 0 once the outcome is recorded."""
+        """A task's process runs it: perform, exit 0 once the outcome is recorded."""
         if self.update_title:
             import setproctitle
 
             setproctitle.setproctitle(f"blueque-task#{os.getpid()} [{task.queue_name}] {task.task_id}")
-        self.watch_orphaned(task)
         try:
             self.perform(task.job, task.queue)
         except RedisUnavailable:
