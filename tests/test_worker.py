@@ -242,3 +242,36 @@ def test_errors_of_a_job_newest_first(errors):
     assert [e.message.hget() for e in found] == ["e", "'b'", "a"]
     assert found[0].datetime == datetime(2026, 11, 22, 12, 4, tzinfo=timezone.utc)
     assert found[0].date.hget() == date(2026, 11, 22).isoformat()
+
+
+def test_an_error_stored_in_two_round_trips_is_what_limpyd_itself_would_store(
+        database, conn, count_commands):
+    job = Job.lazy_connect("task-9")
+    values = Error.error_values("q", job, CodedError("boom"),
+                                when=datetime(2026, 11, 22, 8, 0, tzinfo=timezone.utc),
+                                trace="Traceback: ...")
+    by_limpyd = Error(**values)
+    before = set(conn.keys("*"))
+    with count_commands() as counter:
+        fast = Error.add_errors([values])[0]
+    # one INCRBY, then one MULTI ... EXEC block sent at once: two round trips
+    assert counter.commands[:2] == ["INCRBY", "MULTI"] and counter.commands[-1] == "EXEC"
+    assert set(counter.commands[2:-1]) <= {"HSET", "SADD", "ZADD"}
+    assert conn.hgetall(f"blueque:error:{fast}:hash") == conn.hgetall(by_limpyd.key)
+    # the keys written are those limpyd wrote, for another pk
+    written = {key for key in conn.keys("*")} - before
+    assert written == {f"blueque:error:{fast}:hash"}
+    for key in conn.keys("blueque:error:*"):
+        if conn.type(key) == "set" and key != "blueque:error:collection":
+            assert conn.sismember(key, by_limpyd.pk.get()) == conn.sismember(key, fast), key
+    members = conn.zrange("blueque:error:date:text-range", 0, -1)
+    theirs = [m for m in members if m.endswith(f":{by_limpyd.pk.get()}")][0]
+    assert theirs[:-len(by_limpyd.pk.get())] + fast in members
+    assert {e.pk.get() for e in Error.collection(date="2026-11-22", type="CodedError").instances()} == {
+        by_limpyd.pk.get(), fast}
+
+
+def test_unknown_error_fields_are_refused_before_anything_is_written(database, conn):
+    with pytest.raises(ConfigurationError, match="unknown Error field"):
+        Error.add_errors([{"date": "2026-11-22", "colour": "red"}])
+    assert conn.keys("*") == []

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Sequence
 
 from limpyd import fields
 from limpyd.contrib.collection import ExtendedCollectionManager
 from limpyd.indexes import EqualIndex, TextRangeIndex
 
+from ..connection import reaching
+from ..exceptions import ConfigurationError
 from .base import BluequeModel
 from .job import Job
 
@@ -34,14 +36,14 @@ class Error(BluequeModel):
     attempt = fields.InstanceHashField()
 
     @classmethod
-    def add_error(cls, queue_name: str, job: Job, error: BaseException,
-                  when: datetime | None = None, trace: str | None = None,
-                  **additional_fields: Any) -> "Error":
-        """Store `error` raised by `job` of `queue_name`, at `when` (default: now, UTC)."""
+    def error_values(cls, queue_name: str, job: Job, error: BaseException,
+                     when: datetime | None = None, trace: str | None = None,
+                     **additional_fields: Any) -> dict[str, str]:
+        """The fields of the `Error` record of `error`, raised by `job` of `queue_name`."""
         when = when or datetime.now(timezone.utc)
         values = {
             "queue_name": queue_name,
-            "job_pk": job.pk.get(),
+            "job_pk": job.task_id,
             "identifier": job.known.get("identifier") or job.identifier.hget() or "",
             "date": when.strftime("%Y-%m-%d"),
             "time": when.strftime("%H:%M:%S.%f"),
@@ -55,8 +57,51 @@ class Error(BluequeModel):
             values["code"] = str(code)
         if trace:
             values["traceback"] = trace
-        values.update(additional_fields)
-        return cls(**values)
+        values.update({name: str(value) for name, value in additional_fields.items()})
+        return values
+
+    @classmethod
+    def add_error(cls, queue_name: str, job: Job, error: BaseException,
+                  when: datetime | None = None, trace: str | None = None,
+                  **additional_fields: Any) -> "Error":
+        """Store `error` raised by `job` of `queue_name`, at `when` (default: now, UTC).
+
+        Two round trips: see `add_errors`.
+        """
+        values = cls.error_values(queue_name, job, error, when, trace, **additional_fields)
+        return cls.lazy_connect(cls.add_errors([values])[0])
+
+    @classmethod
+    def add_errors(cls, records: Sequence[dict[str, str]]) -> list[str]:
+        """Store many error records (field values), indexed; return their pks.
+
+        Two round trips whatever their number: one reserves the pks, one transaction
+        writes every hash, the collection and every index entry, through limpyd's own
+        index objects (limpyd alone would take a lock and several round trips per
+        indexed field of each record).
+        """
+        for values in records:
+            unknown = [name for name in values if not cls.has_field(name) or name == "pk"]
+            if unknown:
+                raise ConfigurationError(f"unknown Error field(s): {', '.join(sorted(unknown))}")
+        if not records:
+            return []
+        connection = cls.get_connection()
+        with reaching(connection):
+            last = connection.incrby(cls.make_key(cls._name, "max_pk"), len(records))
+            pks = [str(pk) for pk in range(last - len(records) + 1, last + 1)]
+            collection = cls.get_field("pk").collection_key
+            with cls.database.pipeline(transaction=True) as pipe:
+                for pk, values in zip(pks, records):
+                    pipe.hset(cls.make_key(cls._name, pk, "hash"), mapping=values)
+                    pipe.sadd(collection, pk)
+                    for name, value in values.items():
+                        field = cls.get_class_field(name)
+                        for index in field._indexes if field.indexable else ():
+                            index.add(pk, value, check_uniqueness=False)
+                            index._reset_rollback_cache(pk)
+                pipe.execute()
+        return pks
 
     @classmethod
     def collection_for_job(cls, job: Job | str) -> Any:
