@@ -59,8 +59,8 @@ PLOT_VENV = {"requirements": ["matplotlib==3.11.2"]}
 
 # (peer, mode, kind, label): kind says which rows a limpyd-blueque row is compared with
 ROWS = [
-    (LB, "inprocess", "in-process", "limpyd-blueque (in-process)"),
-    (LB, "fork", "fork", "limpyd-blueque (fork per task)"),
+    (LB, "worker-inprocess", "in-process", "limpyd-blueque Worker (in-process)"),
+    (LB, "worker-fork", "fork", "limpyd-blueque Worker (fork per task)"),
     ("floor", "inprocess", "in-process", "floor: Blueque by hand, 1 Lua script/step"),
     ("blueque", "listen", "in-process", "blueque 1.0.1 (listen loop)"),
     ("blueque", "fork", "fork", "blueque 1.0.1 (ForkingRunner)"),
@@ -70,11 +70,6 @@ ROWS = [
     ("dramatiq", "threads1", "in-process", "Dramatiq (1 worker thread)"),
     ("huey", "thread1", "in-process", "Huey (RedisHuey, 1 thread)"),
     ("limpyd_jobs", "worker", "in-process", "redis-limpyd-jobs (Worker)"),
-]
-# limpyd_blueque.Worker itself, measured on request (--with-worker-class)
-WORKER_CLASS_ROWS = [
-    (LB, "worker-inprocess", "in-process", "limpyd-blueque Worker (fork=False)"),
-    (LB, "worker-fork", "fork", "limpyd-blueque Worker (fork=True)"),
 ]
 
 # key, label, unit, better, scope ("producer": any peer compares; "worker": same kind)
@@ -474,12 +469,10 @@ def markdown(report: dict, rows: list[tuple]) -> str:
         raw = scaling.get(LB, {}).get("raw", {})
         lb = raw.get("error_filter_100k")
         if lb is not None:
-            parts += ["", "Error filtering by date among 100k stored errors (limpyd-blueque): "
-                      + (f"{fmt(lb['value'])} ms" if lb.get("value") is not None
-                         else f"**null** — {lb['reason']}.")]
-            if raw.get("error_add_ms") is not None:
-                parts[-1] += (f" Storing one error (`Error.add_error`, 200 timed): "
-                              f"{fmt(raw['error_add_ms'])} ms.")
+            parts += ["", "Error filtering by date, 100 matching errors (limpyd-blueque, median of "
+                      f"30): {fmt(lb['value'])} ms among 100k stored errors, "
+                      f"{fmt(lb['at_1k'])} ms among 1k (storing them with `Error.add_errors`: "
+                      f"{fmt(raw['error_store_100000_s'])} s for 100k)."]
 
     parts += ["", "## Failures", ""]
     if failures:
@@ -518,8 +511,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--peers", help="comma-separated peers to run (default: all)")
     parser.add_argument("--no-scaling", action="store_true", help="skip the scaling test")
     parser.add_argument("--no-plot", action="store_true", help="do not draw the PNG")
-    parser.add_argument("--with-worker-class", action="store_true",
-                        help="also measure limpyd_blueque.Worker (two more rows)")
     return parser.parse_args(argv)
 
 
@@ -533,8 +524,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = wanted - set(PEERS)
     if unknown:
         raise SystemExit(f"unknown peer(s): {', '.join(sorted(unknown))}")
-    rows = [row for row in ROWS + (WORKER_CLASS_ROWS if args.with_worker_class else [])
-            if row[0] in wanted]
+    rows = [row for row in ROWS if row[0] in wanted]
     LOGS.mkdir(parents=True, exist_ok=True)
     for old in [*LOGS.glob("*.log"), *LOGS.glob("bench-rt-*")]:
         if not old.name.startswith("venv-"):
