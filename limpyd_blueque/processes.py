@@ -181,7 +181,16 @@ class Spare:
         self.pid = fork_child(lambda: self._run(read, write, body))
         os.close(read)
         self._write = write
-        self.pstart = process_start_time(self.pid)
+        # read now, while the previous task still runs: read at the next reservation it
+        # would wait on the path of that task (measured: 263 against 244 tasks/s)
+        self._pstart: float | None = process_start_time(self.pid)
+
+    @property
+    def pstart(self) -> float | None:
+        """The spare's start time, to tell it from a later process with its pid."""
+        if self._pstart is None:
+            self._pstart = process_start_time(self.pid)
+        return self._pstart
 
     @staticmethod
     def _run(read: int, write: int, body: Callable[[Callable[[], dict | None]], int]) -> int:
@@ -217,6 +226,39 @@ class Spare:
             self._write = -1
 
 
+class DoneNotices:
+    """A pipe on which task processes say "my outcome is recorded" before they exit.
+
+    The worker frees the task's slot on that notice, without waiting for the process to
+    exit and be reaped (it is reaped later, quietly).
+    """
+
+    def __init__(self) -> None:
+        self.read, self.write = os.pipe()
+        os.set_blocking(self.read, False)
+
+    def notify(self) -> None:
+        """In a task process: its outcome is recorded (an atomic write of a few bytes)."""
+        os.write(self.write, f"{os.getpid()}\n".encode())
+
+    def collect(self) -> list[int]:
+        """In the worker: the pids that gave notice since the last call."""
+        data = b""
+        try:
+            while True:
+                chunk = os.read(self.read, 4096)
+                if not chunk:
+                    break
+                data += chunk
+        except BlockingIOError:
+            pass
+        return [int(pid) for pid in data.split()]
+
+    def close(self) -> None:
+        for fd in (self.read, self.write):
+            os.close(fd)
+
+
 def reap(pids: Iterable[int]) -> list[tuple[int, int]]:
     """`(pid, wait status)` of the given children that have ended, without blocking."""
     ended = []
@@ -249,9 +291,11 @@ class WakeUps:
     idle worker reacts within milliseconds without polling.
     """
 
-    def __init__(self, client: redis.Redis, channels: Iterable[str]) -> None:
+    def __init__(self, client: redis.Redis, channels: Iterable[str],
+                 also: Iterable[int] = ()) -> None:
         self.client = client
         self.channels = list(channels)
+        self.also = list(also)  # other descriptors that end a wait (read by their owner)
         self._read, self._write = os.pipe()
         os.set_blocking(self._read, False)
         os.set_blocking(self._write, False)
@@ -293,6 +337,8 @@ class WakeUps:
             sock = getattr(self.pubsub.connection, "_sock", None)
             with selectors.DefaultSelector() as selector:
                 selector.register(self._read, selectors.EVENT_READ)
+                for fd in self.also:
+                    selector.register(fd, selectors.EVENT_READ)
                 if sock is not None:
                     selector.register(sock, selectors.EVENT_READ)
                 selector.select(max(timeout, 0))

@@ -130,6 +130,13 @@ class Supervision:
             return
         with self._lock:
             by_pid = {task.pid: task for task in self.running.values()}
+        for pid in self._done.collect() if self._done else ():
+            task = by_pid.pop(pid, None)
+            if task is not None and not task.adopted:
+                with self._lock:
+                    self.running.pop(task.task_id, None)  # its slot is free at once
+                self._exiting.add(pid)
+        self.reap_exiting()
         for task in by_pid.values():
             if task.overdue and not task.adopted:
                 task.timed_out = True
@@ -153,6 +160,18 @@ class Supervision:
                 self.adopted_ended(task)
         if not self.running and self.status == "running":
             self.set_status("waiting")
+
+    def reap_exiting(self, wait: bool = False) -> None:
+        """Collect the task processes that gave notice of their outcome and then exited."""
+        for pid, _ in reap(self._exiting):
+            self._exiting.discard(pid)
+        if wait:
+            for pid in list(self._exiting):
+                try:
+                    os.waitpid(pid, 0)
+                except ChildProcessError:
+                    pass
+            self._exiting.clear()
 
     def adopted_ended(self, task: RunningTask) -> None:
         """An adopted task's process ended: its outcome is recorded, or it is taken back."""

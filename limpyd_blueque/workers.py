@@ -25,7 +25,7 @@ from .exceptions import (
 from .keys import check_listener_id, check_queue_name
 from .models import Error, Job, Queue
 from .processes import (
-    EXIT_REDIS_UNAVAILABLE, Heartbeat, RunningTask, Spare, TaskKilled, WakeUps,
+    EXIT_REDIS_UNAVAILABLE, DoneNotices, Heartbeat, RunningTask, Spare, TaskKilled, WakeUps,
     WorkerInterrupted, is_text, open_connection, private_client,
     process_start_time, run_time_limit,
 )
@@ -136,6 +136,8 @@ class Worker(Supervision):
         self._next_schedule = 0.0
         self._next_clean = 0.0
         self._spare: Spare | None = None
+        self._done: DoneNotices | None = None
+        self._exiting: set[int] = set()  # task processes done with their task, not reaped yet
         self._wakeups: WakeUps | None = None
         self._heartbeat: Heartbeat | None = None
         self._old_handlers: dict[int, Any] = {}
@@ -291,8 +293,10 @@ class Worker(Supervision):
         for name in self.queues:
             self.queue(name).add_listener(self.id)
         keys = self.queue_model.keys()
+        self._done = DoneNotices() if self.fork else None
         self._wakeups = WakeUps(private_client(self.queue_model.client()),
-                                [keys.wake_channel(name) for name in self.queues])
+                                [keys.wake_channel(name) for name in self.queues],
+                                also=[self._done.read] if self._done else [])
         self._heartbeat_scripts = Scripts(private_client(self.job_model.client()), keys)
         self._heartbeat = Heartbeat(self.heartbeat_interval, self.renew_leases)
         self._heartbeat.start()
@@ -336,6 +340,9 @@ class Worker(Supervision):
                     self._heartbeat_scripts.client.zrem(self.queue_model.keys().workers, self.id)
             if self._wakeups:
                 self._wakeups.close()
+            self.reap_exiting(wait=True)
+            if self._done:
+                self._done.close()
             if not detached:
                 # a listener with detached tasks stays registered: the next worker of
                 # this host finds them through it
@@ -424,7 +431,10 @@ class Worker(Supervision):
             return
         task.pid = os.getpid()
         try:
-            with run_time_limit(task.max_run_time):
+            if task.max_run_time:
+                with run_time_limit(task.max_run_time):
+                    self.perform(job, queue)
+            else:
                 self.perform(job, queue)
         except WorkerInterrupted:
             self.requeue_interrupted(task)
@@ -467,8 +477,13 @@ class Worker(Supervision):
                    "ttr": task.ttr, "attempt": task.attempt, "max_run_time": task.max_run_time,
                    "queue_max_run_time": reservation.queue_max_run_time if reservation else None}
         if not spare.hand_over(payload):
+            # the task never ran: it goes back to the front of its queue
             self.log(f"[{task.queue_name}|{task.task_id}] its process died before the task "
-                     "reached it", logging.WARNING)  # collect_ended takes the task back
+                     "reached it: back in line", logging.WARNING)
+            with self._lock:
+                self.running.pop(task.task_id, None)
+            self._exiting.add(spare.pid)
+            self.retrying(lambda: self.requeue_interrupted(task))
         self.spare()  # the next one, forked while this task runs
 
     def prepare_task_process(self, receive: Callable[[], dict | None]) -> int:
@@ -497,6 +512,7 @@ class Worker(Supervision):
             setproctitle.setproctitle(f"blueque-task#{os.getpid()} [{task.queue_name}] {task.task_id}")
         try:
             self.perform(task.job, task.queue)
+            self._done.notify()
         except RedisUnavailable:
             self.log(f"[{task.queue_name}|{task.task_id}] could not record its outcome",
                      logging.ERROR, exc_info=True)
@@ -508,7 +524,6 @@ class Worker(Supervision):
         self.job_started(job, queue)
         try:
             result = self.execute(job, queue)
-            encode(result, "result")
         except WorkerInterrupted:
             raise
         except Exception as exception:  # noqa: BLE001 - any task failure is recorded
@@ -527,7 +542,8 @@ class Worker(Supervision):
     # -- outcomes -----------------------------------------------------------------------------
     def job_started(self, job: Job, queue: Queue) -> None:
         """The task is about to run: log, then the job's `on_started` hook."""
-        self.log(self.job_started_message(job, queue))
+        if self.logger.isEnabledFor(logging.INFO):
+            self.log(self.job_started_message(job, queue))
         job.on_started(queue)
 
     def record(self, job: Job, step: Callable[[], bool], status: str) -> bool:
@@ -551,12 +567,22 @@ class Worker(Supervision):
         return self.retrying(once)
 
     def job_success(self, job: Job, queue: Queue, result: Any) -> None:
-        """Store the result (complete), log, then `on_success`; a lost task is skipped."""
-        if not self.record(job, lambda: job.complete(result, listener_id=self.id,
+        """Store the result (complete), log, then `on_success`; a lost task is skipped.
+
+        A result that cannot be stored (see `values.encode`) fails the task instead.
+        """
+        try:
+            text = encode(result, "result")
+        except InvalidParameters as error:
+            trace = traceback.format_exc() if self.save_tracebacks else None
+            self.job_error(job, queue, error, trace)
+            return
+        if not self.record(job, lambda: job.complete(text, listener_id=self.id,
                                                       attempt=self._attempt(job)), "complete"):
             self.job_skipped(job, queue)
             return
-        self.log(self.job_success_message(job, queue, result))
+        if self.logger.isEnabledFor(logging.INFO):
+            self.log(self.job_success_message(job, queue, result))
         job.on_success(queue, result)
 
     def job_error(self, job: Job, queue: Queue, exception: BaseException,

@@ -275,3 +275,23 @@ def test_unknown_error_fields_are_refused_before_anything_is_written(database, c
     with pytest.raises(ConfigurationError, match="unknown Error field"):
         Error.add_errors([{"date": "2026-11-22", "colour": "red"}])
     assert conn.keys("*") == []
+
+
+def test_a_task_whose_spare_process_died_goes_back_in_line(queue, conn):
+    import signal as signals
+
+    worker = make_worker(fork=True, max_loops=5)
+    worker.run_started()
+    try:
+        spare = worker.spare()
+        os.kill(spare.pid, signals.SIGKILL)
+        time.sleep(0.2)  # dead, and not yet collected by the worker
+        job = queue.enqueue({"n": 1})
+        taken, queue_of = worker.wait_for_job()
+        worker.launch(taken, queue_of)  # the hand-over finds the spare gone
+        assert job.status.hget() == "pending"
+        assert conn.lrange("blueque_pending_tasks_w", 0, -1) == [job.pk.get()]
+        assert conn.scard("blueque_started_tasks_w") == 0
+        assert worker.running == {}
+    finally:
+        worker.run_ended()
