@@ -48,6 +48,11 @@ def _str(value: object) -> str:
     return str(value)
 
 
+#: a lease length meaning "no expiry, whatever the task or its queue say": for callers
+#: that do not renew leases (the drop-in client's listener)
+NEVER_EXPIRES = "never"
+
+
 class TaskExists(LimpydBluequeError):
     """A task with this id exists already."""
 
@@ -221,24 +226,27 @@ class Scripts:
         flat = self._run("renew", keys, args)
         return dict(zip(flat[::2], flat[1::2]))
 
-    def recover(self, tasks: Sequence[tuple[str, str, int | str | None]], now: float, *,
-                expired_only: bool, max_attempts: int | None, why: str) -> dict[str, str]:
-        """Take back held tasks `(queue, task id, attempt or None)` whose holder is gone.
+    def recover(self, tasks: Sequence[tuple[str, str, int | str | None, str | None]],
+                now: float, *, expired_only: bool, max_attempts: int | None,
+                why: str) -> dict[str, str]:
+        """Take back held tasks `(queue, task id, attempt, holder)` whose holder is gone.
 
-        With `expired_only`, a task is taken only if its lease ended by `now`. Each goes
-        back to pending (at the front), or fails once it used `max_attempts` (a task's or
-        its queue's own maximum comes first). Returns `{task id: outcome}` with outcome
-        'pending', 'failed' or 'skipped'.
+        A task whose attempt or holder (listener id) is not the one given (None: any) is
+        skipped: it changed hands since the caller looked. With `expired_only`, a task is
+        taken only if its lease ended (by the server's clock). Each goes back to pending
+        (at the front), or fails once it used `max_attempts` (a task's or its queue's own
+        maximum comes first). Returns `{task id: outcome}` with outcome 'pending',
+        'failed' or 'skipped'.
         """
         if not tasks:
             return {}
         k = self.keys
         keys: list[str] = []
         args: list[object] = [now, "expired" if expired_only else "dead", max_attempts, why]
-        for queue, task_id, attempt in tasks:
+        for queue, task_id, attempt, holder in tasks:
             keys += [k.task(task_id), k.leases(queue), k.pending(queue), k.failed(queue),
                      k.started(queue), k.queue_settings(queue)]
-            args += [task_id, k.reserved(queue, ""), k.wake_channel(queue), attempt]
+            args += [task_id, k.reserved(queue, ""), k.wake_channel(queue), attempt, holder]
         flat = self._run("recover", keys, args)
         return dict(zip(flat[::2], flat[1::2]))
 

@@ -23,8 +23,6 @@ from .statuses import Status
 
 #: how many expired leases one light clean takes back per queue
 LIGHT_CLEAN_BATCH = 100
-#: a worker of this library whose last heartbeat is older than this is dead (seconds)
-WORKER_STALE_AFTER = 600.0
 
 
 def light_clean(queue_model: type[Queue] = Queue, *, max_attempts: int | None = None,
@@ -43,20 +41,28 @@ def light_clean(queue_model: type[Queue] = Queue, *, max_attempts: int | None = 
         for name in names:
             pipe.zrangebyscore(keys.leases(name), "-inf", now, start=0, num=LIGHT_CLEAN_BATCH)
         expired = pipe.execute()
-    candidates = [(name, task_id, None) for name, ids in zip(names, expired) for task_id in ids]
+    candidates = [(name, task_id, None, None) for name, ids in zip(names, expired)
+                  for task_id in ids]
     return queue_model.scripts().recover(candidates, now, expired_only=True,
                                          max_attempts=max_attempts, why="lease expired")
 
 
 def listener_is_dead(listener_id: str, host: str, workers: dict[str, float],
-                     now: float, stale_after: float = WORKER_STALE_AFTER) -> bool:
-    """True when a listener surely stopped: its process on this host is gone, or it is a
-    worker of this library whose heartbeat stopped long ago."""
+                     now: float) -> bool:
+    """True when a listener surely stopped.
+
+    A worker of this library is dead once it missed three heartbeats (`workers` maps
+    its id to the time it said it is alive until), whatever its host: two machines may
+    share a host name. Another client's listener is dead when it is on this host and its
+    process is gone.
+    """
+    if listener_id in workers:
+        return workers[listener_id] < now
+    from .client import is_this_host
+
     listener_host, _, pid = listener_id.rpartition("_")
-    if listener_host == host and pid.isdigit():
-        return not process_alive(int(pid))
-    last_beat = workers.get(listener_id)
-    return last_beat is not None and now - last_beat > stale_after
+    return (listener_host == host or is_this_host(listener_host)) and pid.isdigit() \
+        and not process_alive(int(pid))
 
 
 @dataclass
@@ -126,10 +132,10 @@ def deep_clean(queue_model: type[Queue] = Queue, *, host: str | None = None,
       unregistered;
     * a task with a status outside the protocol is left alone and reported.
     """
-    from .client import listener_id_for
+    from .client import host_name
 
     now = time.time() if now is None else now
-    host = host or listener_id_for().rpartition("_")[0]
+    host = host or host_name()
     job_model, keys, scripts = queue_model.job_model, queue_model.keys(), queue_model.scripts()
     client = queue_model.client()
     report = CleanReport()
@@ -159,12 +165,14 @@ def deep_clean(queue_model: type[Queue] = Queue, *, host: str | None = None,
             report.unknown_status.append((task_id, f"{status} (no queue field)"))
             continue
         if status in held:
-            if client.zscore(keys.leases(name), task_id) is None:
+            if task["node"] in dead_listeners.get(name, set()):
+                to_recover.append((name, task_id, None, task["node"]))  # even with an open lease
+            elif client.zscore(keys.leases(name), task_id) is None:
                 if task["node"] in live_listeners.get(name, set()):
                     if scripts.tidy("relist", task_id, keys.leases(name), "zset", status, "+inf"):
                         report.indexed.append(task_id)
                 else:
-                    to_recover.append((name, task_id, None))
+                    to_recover.append((name, task_id, None, task["node"]))
             continue
         wire, kind = _FILED[Status(status)]
         key = getattr(keys, wire)(name)

@@ -12,15 +12,30 @@ import os
 import socket
 from typing import Any
 
+from .atomic import NEVER_EXPIRES
 from .connection import BluequeDatabase, reaching
 from .exceptions import InvalidTransition
 from .keys import DEFAULT_PREFIX
 from .models import Job, Queue, TaskData
 
 
+def host_name() -> str:
+    """This machine's name for listener ids: its FQDN, as the reference uses, unless that
+    is a `localhost` alias shared by many machines, then its host name."""
+    name = socket.getfqdn()
+    if name.split(".")[0] in ("localhost", "localhost6", "ip6-localhost"):
+        name = socket.gethostname()
+    return name
+
+
+def is_this_host(name: str) -> bool:
+    """True if `name` names this machine, as a worker or the reference client would."""
+    return name in {host_name(), socket.getfqdn(), socket.gethostname()}
+
+
 def listener_id_for(pid: int | None = None, host: str | None = None) -> str:
-    """The Blueque listener id of a process: `<fqdn>_<pid>`."""
-    return f"{host or socket.getfqdn()}_{os.getpid() if pid is None else pid}"
+    """The Blueque listener id of a worker process: `<host>_<pid>`."""
+    return f"{host or host_name()}_{os.getpid() if pid is None else pid}"
 
 
 class Client:
@@ -91,7 +106,9 @@ class Listener:
     def __init__(self, client: Client, queue: Queue, listener_id: str | None = None) -> None:
         self._client = client
         self._queue = queue
-        self.listener_id = listener_id or listener_id_for()
+        # named as the reference client names its listeners, so that each claims the
+        # other's orphans on a host where both run
+        self.listener_id = listener_id or listener_id_for(host=socket.getfqdn())
         self._queue.add_listener(self.listener_id)
         self._pubsub = None
 
@@ -105,7 +122,8 @@ class Listener:
     def listen(self) -> TaskData:
         """Block until a task is reserved for this listener, and return it."""
         while True:
-            job = self._queue.reserve(self.listener_id)
+            # this listener does not renew leases: its tasks get one that never expires
+            job = self._queue.reserve(self.listener_id, ttr=NEVER_EXPIRES)
             if job is not None:
                 return job.data()
             self._wait()
@@ -116,10 +134,11 @@ class Listener:
         A listener of this host whose process is gone is unregistered, and the newest
         task of its reserved list is returned, marked `reclaimed_node`.
         """
-        host, my_pid = self.listener_id.rsplit("_", 1)
+        my_pid = self.listener_id.rsplit("_", 1)[1]
         for listener in sorted(self._queue.listeners.smembers()):
             other_host, _, pid = listener.rpartition("_")
-            if other_host != host or pid == my_pid or not pid.isdigit() or _alive(int(pid)):
+            if (not is_this_host(other_host) or pid == my_pid or not pid.isdigit()
+                    or _alive(int(pid))):
                 continue
             if not self._queue.remove_listener(listener):
                 continue  # another listener claimed it first

@@ -41,8 +41,15 @@ def lean_connection_options() -> dict[str, Any]:
     Every forked task process opens its own connection: RESP2 needs no HELLO, and no
     CLIENT SETINFO is sent (`driver_info=None` on redis-py 8, `lib_name=None` and
     `lib_version=None` before).
+
+    Commands are not retried by redis-py either: a protocol step whose reply was lost
+    must not run twice behind the library's back (the worker retries outcomes itself,
+    knowing how to tell its own earlier success).
     """
-    options: dict[str, Any] = {"protocol": 2}
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    options: dict[str, Any] = {"protocol": 2, "retry": Retry(NoBackoff(), 0)}
     if "driver_info" in inspect.signature(redis.Redis.__init__).parameters:
         options["driver_info"] = None
     else:

@@ -366,28 +366,42 @@ class WakeUps:
 
 
 class Heartbeat(threading.Thread):
-    """Renews the leases of the worker's running tasks every `interval` seconds.
+    """Renews leases: calls `beat` every `interval()` seconds, at once when nudged.
 
     It runs in the worker process on its own Redis connection, so neither a busy task
-    nor a fork ever shares its socket.
+    nor a fork ever shares its socket. `interval` is asked again before each wait, so a
+    task with a short lease shortens the wait; `nudge` ends the current wait.
     """
 
-    def __init__(self, interval: float, beat: Callable[[], None],
+    def __init__(self, interval: Callable[[], float], beat: Callable[[], None],
                  name: str = "limpyd-blueque-heartbeat") -> None:
         super().__init__(name=name, daemon=True)
         self.interval = interval
         self.beat = beat
         self.stopping = threading.Event()
+        self._woken = threading.Event()
+        self.waiting = float("inf")  # the wait in progress (seconds)
 
     def run(self) -> None:
-        while not self.stopping.wait(self.interval):
+        while True:
+            self.waiting = self.interval()
+            self._woken.wait(self.waiting)
+            self._woken.clear()
+            if self.stopping.is_set():
+                return
             try:
                 self.beat()
             except Exception:  # noqa: BLE001 - a missed beat is retried at the next one
                 logging.getLogger(__name__).exception("heartbeat failed; retrying")
 
+    def nudge(self, within: float) -> None:
+        """Beat now if the wait in progress is longer than `within` seconds."""
+        if self.waiting > within:
+            self._woken.set()
+
     def stop(self) -> None:
         self.stopping.set()
+        self._woken.set()
         if self.is_alive() and threading.current_thread() is not self:
             self.join(timeout=5)
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from .atomic import Scripts
 from .cleaning import light_clean
+from .client import is_this_host
 from .exceptions import LimpydBluequeError, RedisUnavailable
 from .processes import (
     EXIT_REDIS_UNAVAILABLE, Heartbeat, RunningTask, TaskTimeout, describe_exit, private_client,
@@ -47,13 +48,19 @@ class Supervision:
         renewed meanwhile); a reserved task that never started goes back to pending, to
         be run; a started task whose process is gone is taken back like an expired lease.
         """
-        host = self.id.rpartition("_")[0]
+        alive_until = dict(self.queue_model.client().zrange(
+            self.queue_model.keys().workers, 0, -1, withscores=True))
+        now = time.time()
         for name in self.queues:
             queue = self.queue(name)
             for listener in sorted(queue.listeners.smembers()):
                 listener_host, _, pid = listener.rpartition("_")
-                if (listener == self.id or listener_host != host or not pid.isdigit()
+                if (listener == self.id or not is_this_host(listener_host) or not pid.isdigit()
                         or process_alive(int(pid))):
+                    continue
+                if alive_until.get(listener, 0) > now:
+                    # its worker still beats: a process of the same id on another
+                    # machine that shares this host name, not a dead one here
                     continue
                 if not queue.remove_listener(listener):
                     continue  # another worker of this host adopts it
@@ -70,15 +77,18 @@ class Supervision:
             return
         pid, pstart = data.pid, float(data.extra["pstart"]) if data.extra.get("pstart") else None
         if data.status == "started" and process_alive(pid, pstart):
-            job.known = {"queue": data.queue, "node": data.node, "attempt": str(data.attempt)}
-            ttr = float(data.extra["ttr"]) if data.extra.get("ttr") else self.ttr
-            task = RunningTask(job, queue, data.attempt, ttr, pid=pid, adopted=True, pstart=pstart)
+            job.known = {"queue": data.queue, "node": data.node,
+                         "attempt": str(data.attempt) if data.attempt else ""}
+            ttr = (float(data.extra["ttr"]) if data.extra.get("ttr")
+                   else queue.settings().get("ttr", self.ttr))
+            task = RunningTask(job, queue, data.attempt or None, ttr, pid=pid, adopted=True,
+                               pstart=pstart)
             with self._lock:
                 self.running[task_id] = task
             self.log(f"[{queue.pk.get()}|{task_id}] still running in process {pid}: watching it")
         elif data.status in ("reserved", "started"):
             outcome = self.queue_model.scripts().recover(
-                [(queue.pk.get(), task_id, data.attempt or None)], time.time(),
+                [(queue.pk.get(), task_id, data.attempt or None, data.node)], time.time(),
                 expired_only=False, max_attempts=self.max_attempts,
                 why="its worker and process are gone").get(task_id)
             self.log(self.task_recovered_message(task_id, outcome), logging.WARNING)
@@ -119,9 +129,21 @@ class Supervision:
             if lost and lost.get(task.task_id) not in ("complete", "failed"):
                 self.log(self.job_lost_message(task.job, task.queue, lost[task.task_id]),
                          logging.ERROR)
-                os._exit(1)
+                os.killpg(0, signal.SIGKILL)  # the task's own children too
 
-        Heartbeat(self.heartbeat_interval, beat, name="limpyd-blueque-orphan-heartbeat").start()
+        def interval() -> float:
+            task = current()
+            ttr = task.ttr if task is not None else None
+            return min(self.heartbeat_interval, ttr / 3) if ttr else self.heartbeat_interval
+
+        Heartbeat(interval, beat, name="limpyd-blueque-orphan-heartbeat").start()
+
+    def beat_interval(self) -> float:
+        """Seconds to the next renewal: a third of the shortest lease running, at most
+        `heartbeat_interval`."""
+        with self._lock:
+            ttrs = [task.ttr for task in self.running.values() if task.ttr]
+        return min([self.heartbeat_interval] + [ttr / 3 for ttr in ttrs])
 
     # -- task processes -------------------------------------------------------------------------
     def collect_ended(self) -> None:
@@ -143,23 +165,33 @@ class Supervision:
                 signal_group(task.pid, signal.SIGKILL)
         spare = getattr(self, "_spare", None)
         if spare is not None and reap([spare.pid]):
+            spare.close()
             self._spare = None  # died while waiting: the next task gets a new one
-        for pid, status in reap(pid for pid, task in by_pid.items() if not task.adopted):
-            task = by_pid[pid]
-            with self._lock:
-                self.running.pop(task.task_id, None)
-            problem = describe_exit(status)
-            if task.timed_out:
-                problem = TaskTimeout(task.max_run_time)
-            if problem is not None and not task.lost:
-                self.job_error(task.job, task.queue, problem, None)
-            elif os.WIFEXITED(status) and os.WEXITSTATUS(status) == EXIT_REDIS_UNAVAILABLE:
-                self.retrying(lambda: self.requeue_interrupted(task))
+        ended = reap(pid for pid, task in by_pid.items() if not task.adopted)
+        with self._lock:  # first free every slot: handling one may fail
+            for pid, _ in ended:
+                self.running.pop(by_pid[pid].task_id, None)
+        for pid, status in ended:
+            try:
+                self.process_ended(by_pid[pid], status)
+            except Exception:  # noqa: BLE001 - its lease ends, and the task is taken back
+                self.log(f"[{by_pid[pid].queue_name}|{by_pid[pid].task_id}] could not record "
+                         "the end of its process", logging.ERROR, exc_info=True)
         for task in by_pid.values():
             if task.adopted and not process_alive(task.pid, task.pstart):
                 self.adopted_ended(task)
         if not self.running and self.status == "running":
             self.set_status("waiting")
+
+    def process_ended(self, task: RunningTask, status: int) -> None:
+        """A task process ended before giving notice: record why (signal, exit code)."""
+        problem = describe_exit(status)
+        if task.timed_out:
+            problem = TaskTimeout(task.max_run_time)
+        if problem is not None and not task.lost:
+            self.job_error(task.job, task.queue, problem, None)
+        elif os.WIFEXITED(status) and os.WEXITSTATUS(status) == EXIT_REDIS_UNAVAILABLE:
+            self.retrying(lambda: self.requeue_interrupted(task))
 
     def reap_exiting(self, wait: bool = False) -> None:
         """Collect the task processes that gave notice of their outcome and then exited."""
@@ -178,7 +210,8 @@ class Supervision:
         with self._lock:
             self.running.pop(task.task_id, None)
         outcome = self.queue_model.scripts().recover(
-            [(task.queue_name, task.task_id, task.attempt)], time.time(), expired_only=False,
+            [(task.queue_name, task.task_id, task.attempt, task.job.known.get("node"))],
+            time.time(), expired_only=False,
             max_attempts=self.max_attempts, why="its process ended without an outcome"
         ).get(task.task_id)
         if outcome == "skipped":
@@ -194,7 +227,9 @@ class Supervision:
         leases = [(t.queue_name, t.task_id, t.attempt, t.ttr) for t in tasks if not t.lost]
         now = time.time()
         lost = self._heartbeat_scripts.renew(leases, now)
-        self._heartbeat_scripts.client.zadd(self.queue_model.keys().workers, {self.id: now})
+        # this worker is alive until three beats are missed
+        self._heartbeat_scripts.client.zadd(self.queue_model.keys().workers,
+                                            {self.id: now + 3 * self.heartbeat_interval})
         for task in tasks:
             if task.task_id in lost and lost[task.task_id] not in ("complete", "failed"):
                 self.lease_lost(task, lost[task.task_id])
@@ -211,18 +246,22 @@ class Supervision:
         """Apply `on_terminate` to the running tasks; True if some were left running."""
         if not self.running or not self.fork:
             return False
-        if self.on_terminate == "detach" and self.end_signal_caught:
-            self.log(f"leaving {len(self.running)} task(s) running for the next worker of this host")
-            return True
+        # a worker ending by itself (max_loops, max_duration) waits for its tasks; the
+        # policy applies to a stop signal (a second signal switches it to "requeue")
         deadline = None
-        if self.on_terminate == "wait" and self.terminate_timeout is not None:
+        if self.end_signal_caught and self.terminate_timeout is not None:
             deadline = time.monotonic() + self.terminate_timeout
-        while self.running and self.on_terminate != "requeue" and (
-                deadline is None or time.monotonic() < deadline):
+        while self.running:
+            if self.end_signal_caught and self.on_terminate == "detach":
+                self.log(f"leaving {len(self.running)} task(s) running for the next worker "
+                         "of this host")
+                return True
+            if self.end_signal_caught and self.on_terminate == "requeue":
+                break
+            if deadline is not None and time.monotonic() >= deadline:
+                break
             self._wakeups.wait(0.2)
             self.collect_ended()
-            if self.on_terminate == "detach":
-                return self.terminate_running()
         if self.running:
             self.interrupt_running()
         return False

@@ -33,6 +33,8 @@ from .supervision import Supervision
 from .values import encode
 
 LOGGER_NAME = "limpyd-blueque"
+#: most due scheduled tasks one script moves to pending
+DUE_CHUNK = 1000
 TERMINATE_MODES = ("wait", "detach", "requeue")
 
 
@@ -187,6 +189,10 @@ class Worker(Supervision):
             check_listener_id(self.listener_id)
         if self.heartbeat_interval is None:
             self.heartbeat_interval = (self.ttr / 3) if self.ttr else 30.0
+        elif self.ttr and self.heartbeat_interval > self.ttr / 2:
+            raise ConfigurationError(
+                f"heartbeat_interval ({self.heartbeat_interval}) must be at most half of ttr "
+                f"({self.ttr}): leases would end between two renewals")
         if self.clean_interval is None:
             self.clean_interval = (self.ttr / 2) if self.ttr else 30.0
 
@@ -298,7 +304,7 @@ class Worker(Supervision):
                                 [keys.wake_channel(name) for name in self.queues],
                                 also=[self._done.read] if self._done else [])
         self._heartbeat_scripts = Scripts(private_client(self.job_model.client()), keys)
-        self._heartbeat = Heartbeat(self.heartbeat_interval, self.renew_leases)
+        self._heartbeat = Heartbeat(self.beat_interval, self.renew_leases)
         self._heartbeat.start()
         self.log(self.run_started_message())
         for warning in safety_warnings(self.queue_model.client()):
@@ -408,9 +414,12 @@ class Worker(Supervision):
             return
         self._next_schedule = now + self.schedule_interval
         for name in self.queues:
-            moved = self.queue(name).enqueue_due()
-            if moved:
-                self.log(f"[{name}] {len(moved)} scheduled task(s) now pending", logging.DEBUG)
+            while True:  # in chunks: one script never holds Redis long
+                moved = self.queue(name).enqueue_due(limit=DUE_CHUNK)
+                if moved:
+                    self.log(f"[{name}] {len(moved)} scheduled task(s) now pending", logging.DEBUG)
+                if len(moved) < DUE_CHUNK:
+                    break
 
     # -- running a task -----------------------------------------------------------------------
     def launch(self, job: Job, queue: Queue) -> None:
@@ -425,6 +434,8 @@ class Worker(Supervision):
             return
         with self._lock:
             self.running[task.task_id] = task
+        if task.ttr and self._heartbeat:
+            self._heartbeat.nudge(task.ttr / 3)  # a short lease: its own cadence from now
         self.set_status("running")
         if self.fork:
             self.hand_over(task)
@@ -510,14 +521,21 @@ class Worker(Supervision):
             import setproctitle
 
             setproctitle.setproctitle(f"blueque-task#{os.getpid()} [{task.queue_name}] {task.task_id}")
+        self._in_task_process = True
         try:
             self.perform(task.job, task.queue)
-            self._done.notify()
+            self.outcome_recorded()
         except RedisUnavailable:
             self.log(f"[{task.queue_name}|{task.task_id}] could not record its outcome",
                      logging.ERROR, exc_info=True)
             return EXIT_REDIS_UNAVAILABLE
         return 0
+
+    def outcome_recorded(self) -> None:
+        """In a task process: tell the worker the outcome is in Redis (once)."""
+        if getattr(self, "_in_task_process", False) and not getattr(self, "_notified", False):
+            self._notified = True
+            self._done.notify()
 
     def perform(self, job: Job, queue: Queue) -> bool:
         """Run a started task and record its outcome; True on success."""
@@ -526,7 +544,7 @@ class Worker(Supervision):
             result = self.execute(job, queue)
         except WorkerInterrupted:
             raise
-        except Exception as exception:  # noqa: BLE001 - any task failure is recorded
+        except (Exception, SystemExit) as exception:  # noqa: BLE001 - any task failure is recorded
             trace = traceback.format_exc() if self.save_tracebacks else None
             self.job_error(job, queue, exception, trace)
             return False
@@ -560,9 +578,8 @@ class Worker(Supervision):
                 return True
             if len(tries) == 1:
                 return False
-            data = job.data()
-            return (data.status == status and data.node == self.id
-                    and data.attempt == self._attempt(job))
+            data = job.data()  # our earlier try may have landed with its reply lost
+            return data.status == status and data.attempt == self._attempt(job)
 
         return self.retrying(once)
 
@@ -581,6 +598,7 @@ class Worker(Supervision):
                                                       attempt=self._attempt(job)), "complete"):
             self.job_skipped(job, queue)
             return
+        self.outcome_recorded()
         if self.logger.isEnabledFor(logging.INFO):
             self.log(self.job_success_message(job, queue, result))
         job.on_success(queue, result)
@@ -602,6 +620,7 @@ class Worker(Supervision):
         if not done:
             self.job_skipped(job, queue)
             return
+        self.outcome_recorded()  # the worker must not take it for lost, nor kill us now
         if self.save_errors:
             self.error_model.add_error(queue.pk.get(), job, exception,
                                        trace=trace if self.save_tracebacks else None,

@@ -92,3 +92,11 @@ def crash_task(job, queue):
 def noop(job, queue):
     """Does nothing: for measuring what the worker itself costs."""
     return "ok"
+
+
+class FragileHookJob(RecordingJob):
+    """A RecordingJob whose on_error hook itself fails."""
+
+    def on_error(self, queue, exception, trace):
+        record(self, "on_error")
+        raise RuntimeError("the hook failed too")

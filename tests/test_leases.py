@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import threading
 import time
 
@@ -13,12 +12,13 @@ from helpers import alive, dead_pid, kill, start_worker, wait_for
 from jobs import RecordingJob, events
 
 from limpyd_blueque import Job, Queue, Worker
+from limpyd_blueque.client import host_name
 from limpyd_blueque.cleaning import deep_clean, light_clean
 from limpyd_blueque.connection import safety_warnings
 
 pytestmark = pytest.mark.timeout(90)
 
-HOST = socket.getfqdn()
+HOST = host_name()
 
 
 def begins(conn, job):
@@ -128,12 +128,12 @@ def test_killing_a_worker_keeps_its_task_running_and_the_next_worker_adopts_it(
 def test_killing_a_worker_and_its_task_makes_the_next_worker_run_it_again(
         workers, database, conn):
     job = Queue.named("long").enqueue("1")
-    first = workers()
+    first = workers("--ttr=1")
     child = wait_for(lambda: begins(conn, job))[0]["pid"]
     kill(first.pid)
     kill(child)
     first.wait()
-    workers("--max-loops=1")
+    workers("--ttr=1", "--max-loops=1")
     wait_for(lambda: job.status.hget() == "complete", timeout=15)
     runs = begins(conn, job)
     assert [run["pid"] for run in runs][0] == child and len(runs) == 2
@@ -359,3 +359,60 @@ def test_reindex_lists_tasks_another_client_reserved(database, conn):
     assert conn.zscore("blueque:leases:r", "ref") == float("inf")
     assert light_clean(Queue) == {}  # an open lease is never taken back
     assert reindex(Queue).indexed == []
+
+
+# -- what the review of the lease model found ---------------------------------------------
+def test_a_queue_lease_shorter_than_the_worker_heartbeat_is_renewed_in_time(workers, database,
+                                                                             conn):
+    queue = Queue.named("long")
+    queue.configure(ttr=0.6)  # the worker's own ttr stays 60 s: a heartbeat every 20 s
+    job = queue.enqueue("2.5")
+    workers("--max-loops=1")
+    workers("--clean-interval=0.1", "--max-loops=1")  # an eager cleaner beside it
+    wait_for(lambda: job.status.hget() == "complete", timeout=15)
+    assert len(begins(conn, job)) == 1
+    assert job.attempt.hget() == "1"
+
+
+def test_non_numeric_lease_fields_count_as_unset_and_break_nothing(database, conn):
+    queue = Queue.named("q")
+    job = queue.enqueue("x")
+    job.ttr.hset("60s")
+    job.max_attempts.hset("five")
+    now = time.time()
+    queue.reserve("gone.host_1", pid=3, ttr=0.1)
+    assert conn.zscore("blueque:leases:q", job.pk.get()) == pytest.approx(now + 0.1, abs=1)
+    time.sleep(0.2)
+    assert light_clean(Queue, max_attempts=None) == {job.pk.get(): "pending"}
+    assert job.status.hget() == "pending"
+
+
+def test_killed_children_are_all_recorded_even_when_a_hook_fails(database, conn):
+    from jobs import FragileHookJob
+
+    queue = Queue.named("w")
+    first, second = queue.enqueue({"kill": True}), queue.enqueue({"kill": True})
+    worker = Worker("w", job_model=FragileHookJob, concurrency=2, max_loops=2, timeout=0.2)
+    worker.run()
+    assert (first.status.hget(), second.status.hget()) == ("failed", "failed")
+    assert worker.running == {}
+
+
+def test_detach_applies_to_stop_signals_only_a_worker_ending_by_itself_waits(database, conn):
+    queue = Queue.named("w")
+    job = queue.enqueue({"sleep": 0.5, "n": 1})
+    Worker("w", job_model=RecordingJob, on_terminate="detach", max_loops=1, timeout=0.2).run()
+    assert job.status.hget() == "complete"
+    assert conn.smembers("blueque_listeners_w") == set()
+
+
+def test_the_drop_in_listener_gets_a_lease_that_never_expires(database, conn, redis_url):
+    from limpyd_blueque import Client
+
+    client = Client(redis_url)
+    Queue.named("dropin").configure(ttr=0.1)
+    task_id = client.get_queue("dropin").enqueue("x")
+    client.get_listener("dropin").listen()
+    assert conn.zscore("blueque:leases:dropin", task_id) == float("inf")
+    time.sleep(0.2)
+    assert light_clean(Queue) == {}

@@ -72,7 +72,8 @@ def test_worker_costs_two_round_trips_per_task_in_both_modes(
 
     queue.enqueue_many(range(20))
     worker = Worker("rt", callback=noop, fork=fork, max_loops=20, timeout=0.2,
-                    schedule_interval=3600, clean_interval=3600, heartbeat_interval=3600)
+                    schedule_interval=3600, clean_interval=3600, heartbeat_interval=3600,
+                    ttr=36000)
     worker.run_started()
     worker.move_due_tasks()  # the periodic work is done once now, not again for an hour
     worker.clean()

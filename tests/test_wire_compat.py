@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -299,7 +300,7 @@ class ClientSide:
 
     def die_holding_next_task(self, queue: str) -> str | None:
         doomed = Listener(self.client, self.client.queue_model.named(queue),
-                          listener_id_for(pid=dead_pid()))
+                          listener_id_for(pid=dead_pid(), host=socket.getfqdn()))
         return self._listen(queue, doomed)
 
 
@@ -361,7 +362,7 @@ class ModelsSide:
         raise NotImplementedError("claiming orphans is a Client feature")
 
     def die_holding_next_task(self, queue: str) -> str | None:
-        return ModelsSide(self.ids, listener_id_for(pid=dead_pid())).listen(queue)
+        return ModelsSide(self.ids, listener_id_for(pid=dead_pid(), host=socket.getfqdn())).listen(queue)
 
 
 # -- running a scenario twice --------------------------------------------------------------
@@ -759,12 +760,13 @@ def test_a_listener_added_twice_is_counted_once_where_blueque_counts_it_twice(
     assert conn.zscore("blueque_queues", "twice.blueque") == 1
 
     queue = Queue.named("twice.limpyd")
-    assert queue.add_listener(listener_id_for()) is True
-    assert queue.add_listener(listener_id_for()) is False
+    own = listener_id_for(host=socket.getfqdn())  # how the drop-in client names itself
+    assert queue.add_listener(own) is True
+    assert queue.add_listener(own) is False
     limpyd_client.get_listener("twice.limpyd")
-    assert conn.smembers("blueque_listeners_twice.limpyd") == {listener_id_for()}
+    assert conn.smembers("blueque_listeners_twice.limpyd") == {own}
     assert conn.zscore("blueque_queues", "twice.limpyd") == 1
-    assert queue.remove_listener(listener_id_for()) is True
+    assert queue.remove_listener(own) is True
     assert conn.zscore("blueque_queues", "twice.limpyd") == 0
 
 

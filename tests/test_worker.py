@@ -295,3 +295,8 @@ def test_a_task_whose_spare_process_died_goes_back_in_line(queue, conn):
         assert worker.running == {}
     finally:
         worker.run_ended()
+
+
+def test_a_heartbeat_slower_than_the_lease_is_refused():
+    with pytest.raises(ConfigurationError, match="heartbeat_interval .* at most half of ttr"):
+        Worker("q", ttr=10, heartbeat_interval=6)

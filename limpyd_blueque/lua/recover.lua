@@ -4,37 +4,42 @@
 -- KEYS, six per task: blueque_task_<id>, <prefix>:leases:<queue>,
 --   blueque_pending_tasks_<queue>, blueque_failed_tasks_<queue>,
 --   blueque_started_tasks_<queue>, <prefix>:queue:<queue> (queue settings)
--- ARGV[1] now, ARGV[2] 'expired' (only if the lease ended by now) or 'dead' (always),
--- ARGV[3] default maximum attempts ('': no maximum), ARGV[4] why, for the error field;
--- then four per task: task id, reserved-list key prefix of the queue (the listener id
--- read from the hash completes it), wake-up channel, attempt expected ('': any)
+-- ARGV[1] now (for the `updated` field), ARGV[2] 'expired' (only if the lease ended,
+-- by the server's clock) or 'dead' (always), ARGV[3] default maximum attempts ('': no
+-- maximum), ARGV[4] why, for the error field; then five per task: task id, reserved-list
+-- key prefix of the queue (the listener id read from the hash completes it), wake-up
+-- channel, attempt expected ('': any), holder expected ('': any). A task held by
+-- another holder or attempt than expected is skipped: it changed hands meanwhile.
 -- Returns, flat, per task: id, outcome ('pending', 'failed' or 'skipped').
-local now, mode, default_max, why = tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4]
+local mode, default_max, why = ARGV[2], ARGV[3], ARGV[4]
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
 local out = {}
 for i = 1, #KEYS / 6 do
     local task, leases, pending, failed, started, settings =
         KEYS[6 * i - 5], KEYS[6 * i - 4], KEYS[6 * i - 3], KEYS[6 * i - 2], KEYS[6 * i - 1], KEYS[6 * i]
-    local id, reserved_prefix, channel, expected =
-        ARGV[4 * i + 1], ARGV[4 * i + 2], ARGV[4 * i + 3], ARGV[4 * i + 4]
+    local id, reserved_prefix, channel, expected, holder =
+        ARGV[5 * i], ARGV[5 * i + 1], ARGV[5 * i + 2], ARGV[5 * i + 3], ARGV[5 * i + 4]
     local status = redis.call('HGET', task, 'status')
     local attempt = redis.call('HGET', task, 'attempt') or ''
+    local node = redis.call('HGET', task, 'node') or ''
     local score = redis.call('ZSCORE', leases, id)
+    -- checked before anything is written: a field that is not a number counts as unset
+    local max = tonumber(redis.call('HGET', task, 'max_attempts'))
+        or tonumber(redis.call('HGET', settings, 'max_attempts')) or tonumber(default_max)
     local outcome = 'skipped'
     if status ~= 'reserved' and status ~= 'started' then
         -- finished or gone: only a stale lease entry is left to remove
         redis.call('ZREM', leases, id)
-    elseif (expected == '' or expected == attempt)
+    elseif (expected == '' or expected == attempt) and (holder == '' or holder == node)
             and (mode == 'dead' or (score and tonumber(score) <= now)) then
-        local node = redis.call('HGET', task, 'node') or ''
         local pid = redis.call('HGET', task, 'pid') or ''
         redis.call('LREM', reserved_prefix .. node, 1, id)
         redis.call('SREM', started, node .. ' ' .. pid .. ' ' .. id)
         redis.call('ZREM', leases, id)
         redis.call('HDEL', task, 'node', 'pid', 'pstart')
-        local max = redis.call('HGET', task, 'max_attempts')
-            or redis.call('HGET', settings, 'max_attempts') or default_max
         local used = tonumber(attempt) or 0
-        if max ~= '' and used >= tonumber(max) then
+        if max and used >= max then
             redis.call('HSET', task, 'status', 'failed', 'updated', ARGV[1], 'error',
                 'LeaseExpired: ' .. why .. ' after ' .. used .. ' attempt(s)')
             redis.call('LPUSH', failed, id)

@@ -18,7 +18,10 @@ redis.call('SREM', KEYS[3], ARGV[2] .. ' ' .. pid .. ' ' .. id)
 redis.call('ZREM', KEYS[6], id)
 redis.call('HDEL', KEYS[1], 'node', 'pid', 'pstart')
 if ARGV[6] ~= '' then redis.call('HSET', KEYS[1], 'error', ARGV[6]) end
-if ARGV[9] ~= '' then redis.call('HINCRBYFLOAT', KEYS[1], 'priority', ARGV[9]) end
+if ARGV[9] ~= '' then
+    local priority = tonumber(redis.call('HGET', KEYS[1], 'priority')) or 0
+    redis.call('HSET', KEYS[1], 'priority', priority + tonumber(ARGV[9]))
+end
 if ARGV[5] == '' then
     redis.call('HSET', KEYS[1], 'status', 'pending', 'updated', ARGV[4])
     if ARGV[8] == 'front' then

@@ -8,11 +8,15 @@
 -- ARGV[4] pid: '' to reserve only; a pid to reserve and start in the same step
 -- ARGV[5] start time of that process (kept to tell it from a later one with its pid)
 -- ARGV[5 + i] lease length in seconds for queue i when neither the task nor the queue
---   settings give one ('' or '0': no expiry)
+--   settings give one ('' or '0': no expiry; 'never': no expiry whatever they say, for
+--   a caller that does not renew leases)
+-- Lease ends are timed by the server's clock, so clients' clocks need not agree.
 -- Returns {queue index (0: nothing), task id, task hash as a flat list, dropped ids,
 --   lease length used ('' for none), maximum run time of the queue ('' for none)}.
 -- Dropped ids are list entries with no task hash, or a hash that is not pending.
 local prefix, listener, now, pid = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local clock = redis.call('TIME')
+local server_now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
 local dropped = {}
 for i = 1, #KEYS / 5 do
     local pending, reserved = KEYS[5 * i - 4], KEYS[5 * i - 3]
@@ -26,6 +30,15 @@ for i = 1, #KEYS / 5 do
             redis.call('LREM', reserved, -1, id)
             dropped[#dropped + 1] = id
         else
+            -- the lease length, checked before anything is written (a field that is not a
+            -- number counts as unset)
+            local ttr = ARGV[5 + i]
+            if ttr ~= 'never' then
+                ttr = tonumber(redis.call('HGET', key, 'ttr'))
+                    or tonumber(redis.call('HGET', settings, 'ttr')) or tonumber(ARGV[5 + i])
+            end
+            local deadline = '+inf'
+            if ttr ~= 'never' and ttr and ttr > 0 then deadline = server_now + ttr end
             redis.call('HINCRBY', key, 'attempt', 1)
             if pid == '' then
                 redis.call('HSET', key, 'status', 'reserved', 'node', listener, 'updated', now)
@@ -34,14 +47,8 @@ for i = 1, #KEYS / 5 do
                     'pstart', ARGV[5], 'updated', now)
                 redis.call('SADD', started, listener .. ' ' .. pid .. ' ' .. id)
             end
-            local ttr = redis.call('HGET', key, 'ttr') or redis.call('HGET', settings, 'ttr')
-                or ARGV[5 + i]
-            local deadline = '+inf'
-            if ttr ~= '' and tonumber(ttr) > 0 then
-                deadline = tonumber(now) + tonumber(ttr)
-            end
             redis.call('ZADD', leases, deadline, id)
-            if deadline == '+inf' then ttr = '' end
+            if deadline == '+inf' then ttr = '' else ttr = tostring(ttr) end
             return {i, id, redis.call('HGETALL', key), dropped, ttr,
                 redis.call('HGET', settings, 'max_run_time') or ''}
         end

@@ -168,8 +168,12 @@ class Queue(BluequeModel):
         return job, reservation
 
     def reserve(self, listener_id: str, *, pid: int | None = None,
-                ttr: float | None = None) -> Job | None:
-        """Take the next pending task of this queue for `listener_id`, or None."""
+                ttr: float | str | None = None) -> Job | None:
+        """Take the next pending task of this queue for `listener_id`, or None.
+
+        `ttr` is the lease length when neither the task nor the queue gives one;
+        `atomic.NEVER_EXPIRES` gives a lease that never expires whatever they say.
+        """
         job, _ = self.reserve_from([self.pk.get()], listener_id, pid=pid, ttrs=[ttr])
         return job
 
