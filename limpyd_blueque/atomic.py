@@ -144,7 +144,7 @@ class Scripts:
 
     def reserve(self, queues: Sequence[str], listener_id: str, now: float,
                 pid: int | None = None, ttrs: Sequence[float | None] | None = None,
-                pstart: float | None = None) -> tuple[Reservation | None, list[str]]:
+                pstart: str | None = None) -> tuple[Reservation | None, list[str]]:
         """Take the next pending task of the first queue that has one.
 
         With `pid`, the task is started by that pid (whose start time is `pstart`) in
@@ -169,7 +169,7 @@ class Scripts:
                            float(max_run_time) if max_run_time else None), dropped
 
     def start(self, queue: str, task_id: str, listener_id: str, pid: int, now: float,
-              attempt: int | str | None = None, pstart: float | None = None) -> Outcome:
+              attempt: int | str | None = None, pstart: str | None = None) -> Outcome:
         """Record that process `pid` (started at `pstart`) runs a reserved task."""
         k = self.keys
         reply = self._run("start", [k.task(task_id), k.started(queue)],

@@ -66,41 +66,77 @@ def describe_exit(status: int) -> TaskKilled | None:
     return None
 
 
-_OWN_START: dict[int, float | None] = {}
+_OWN_START: dict[int, str | None] = {}
 
 
-def process_start_time(pid: int) -> float | None:
-    """When process `pid` started (epoch seconds), or None if there is no such process."""
+def _boot_id() -> str | None:
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as handle:
+            return handle.read().strip()
+    except OSError:
+        return None
+
+
+BOOT_ID = _boot_id()
+
+
+def process_start_time(pid: int) -> str | None:
+    """A mark of when process `pid` started, or None if there is no such process.
+
+    Two processes given the same pid have different marks. On Linux the mark is the
+    boot id and the start in clock ticks since boot (field 22 of /proc/<pid>/stat):
+    neither moves when the wall clock is stepped (NTP, a resumed VM), whereas psutil's
+    start time is rebuilt from the current boot time and moves with it, which would
+    make a days-long task's process look like another one. Elsewhere, psutil's start
+    time (epoch seconds).
+    """
     if pid == os.getpid():  # asked for each in-process task: read it once per process
         if pid not in _OWN_START:
-            _OWN_START[pid] = _read_start_time(pid)
+            _OWN_START[pid] = _read_start_mark(pid)
         return _OWN_START[pid]
-    return _read_start_time(pid)
+    return _read_start_mark(pid)
 
 
-def _read_start_time(pid: int) -> float | None:
+def _read_start_mark(pid: int) -> str | None:
+    if BOOT_ID is not None:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as handle:
+                stat = handle.read()
+        except OSError:
+            return None
+        # the command name (field 2) may hold spaces and parentheses: count after it
+        ticks = stat[stat.rindex(b")") + 2:].split()[19].decode()
+        return f"{BOOT_ID}:{ticks}"
     try:
-        return psutil.Process(pid).create_time()
+        return repr(psutil.Process(pid).create_time())
     except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
         return None
 
 
-def process_alive(pid: int | None, started: float | None = None) -> bool:
+def _same_start(mark: str, other: str | None) -> bool:
+    if other is None:
+        return False
+    if ":" in mark or ":" in other:
+        return mark == other
+    return abs(float(mark) - float(other)) < 0.05  # psutil's epoch seconds
+
+
+def process_alive(pid: int | None, started: str | None = None) -> bool:
     """True if process `pid` runs and, when `started` is given, is the one started then.
 
-    Comparing start times tells a task's process from a later one that got its pid.
+    Comparing start marks (see `process_start_time`) tells a task's process from a later
+    one that got its pid.
     """
     if not pid:
         return False
     try:
-        process = psutil.Process(pid)
-        if process.status() == psutil.STATUS_ZOMBIE:
+        if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
             return False
-        return started is None or abs(process.create_time() - started) < 0.05
     except (psutil.NoSuchProcess, psutil.ZombieProcess):
         return False
     except psutil.AccessDenied:
         return True
+    return started is None or _same_start(started, process_start_time(pid))
 
 
 @dataclass
@@ -121,7 +157,7 @@ class RunningTask:
     max_run_time: float | None = None
     timed_out: bool = False
     adopted: bool = False
-    pstart: float | None = None
+    pstart: str | None = None
 
     @property
     def overdue(self) -> bool:
@@ -183,10 +219,10 @@ class Spare:
         self._write = write
         # read now, while the previous task still runs: read at the next reservation it
         # would wait on the path of that task (measured: 263 against 244 tasks/s)
-        self._pstart: float | None = process_start_time(self.pid)
+        self._pstart: str | None = process_start_time(self.pid)
 
     @property
-    def pstart(self) -> float | None:
+    def pstart(self) -> str | None:
         """The spare's start time, to tell it from a later process with its pid."""
         if self._pstart is None:
             self._pstart = process_start_time(self.pid)

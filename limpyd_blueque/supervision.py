@@ -75,7 +75,7 @@ class Supervision:
             data = job.data()
         except LimpydBluequeError:
             return
-        pid, pstart = data.pid, float(data.extra["pstart"]) if data.extra.get("pstart") else None
+        pid, pstart = data.pid, data.extra.get("pstart") or None
         if data.status == "started" and process_alive(pid, pstart):
             job.known = {"queue": data.queue, "node": data.node,
                          "attempt": str(data.attempt) if data.attempt else ""}

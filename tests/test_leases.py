@@ -159,7 +159,10 @@ def test_a_reused_pid_is_not_taken_for_the_task_process(database, conn):
     dead = f"{HOST}_{dead_pid()}"
     queue.add_listener(dead)
     queue.reserve(dead, pid=os.getpid())
-    job.pstart.hset("12345.0")
+    from limpyd_blueque.processes import process_start_time
+
+    mark = process_start_time(os.getpid())
+    job.pstart.hset(mark[:-1] + str((int(mark[-1]) + 1) % 10))  # started at another time
     worker = Worker("long", callback=lambda job, queue: "ran again", fork=False, max_loops=1,
                     timeout=0.2)
     worker.run()

@@ -197,11 +197,11 @@ class Job(BluequeModel):
         raise InvalidTransition(self.task_id, outcome.status, to_status, why)
 
     def start(self, listener_id: str, pid: int, attempt: int | None = None,
-              pstart: float | None = None) -> None:
+              pstart: str | None = None) -> None:
         """Blueque "Task Started": process `pid` of `listener_id` now runs this task.
 
         Raises `InvalidTransition` unless the task is reserved by that listener (and
-        attempt, when given). `pstart`, the process start time, tells that process from
+        attempt, when given). `pstart`, the process's start mark, tells that process from
         a later one given the same pid.
         """
         outcome = self.scripts().start(self._queue_name(), self.task_id,

@@ -142,7 +142,7 @@ class Queue(BluequeModel):
     @classmethod
     def take(cls, queues: Sequence[str], listener_id: str, *, pid: int | None = None,
              ttrs: Sequence[float | None] | None = None, job_model: type[Job] | None = None,
-             pstart: float | None = None) -> tuple[Job | None, Reservation | None, list[str]]:
+             pstart: str | None = None) -> tuple[Job | None, Reservation | None, list[str]]:
         """Blueque "Node Task Pop", atomic: take the next task of the first non-empty queue.
 
         The task is reserved by `listener_id` (and started by `pid` in the same step when
