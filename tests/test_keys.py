@@ -55,3 +55,17 @@ def test_listener_ids_must_be_host_underscore_pid(listener):
 def test_bad_prefix_is_refused():
     with pytest.raises(InvalidName, match="invalid key prefix"):
         KeySpace("a_b")
+
+
+def test_every_field_and_key_this_library_adds_is_documented():
+    from pathlib import Path
+
+    from limpyd_blueque import Job
+
+    doc = (Path(__file__).parent.parent / "docs" / "keys.rst").read_text()
+    for field in Job.OWN_FIELDS:
+        assert f"``{field}``" in doc, field
+    k = KeySpace()
+    for key in (k.leases("<queue>"), k.wake_channel("<queue>"), k.queue_settings("<queue>"),
+                k.workers, k.temporary("<random>")):
+        assert f"``{key}``" in doc, key
