@@ -17,6 +17,7 @@ from .connection import BluequeDatabase, reaching
 from .exceptions import InvalidTransition
 from .keys import DEFAULT_PREFIX
 from .models import Job, Queue, TaskData
+from .processes import process_alive
 
 
 def host_name() -> str:
@@ -138,7 +139,7 @@ class Listener:
         for listener in sorted(self._queue.listeners.smembers()):
             other_host, _, pid = listener.rpartition("_")
             if (not is_this_host(other_host) or pid == my_pid or not pid.isdigit()
-                    or _alive(int(pid))):
+                    or process_alive(int(pid))):
                 continue
             if not self._queue.remove_listener(listener):
                 continue  # another listener claimed it first
@@ -149,16 +150,6 @@ class Listener:
             job.reclaimed_node.hset(self.listener_id)
             return job.data()
         return None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class Processor:
