@@ -158,6 +158,7 @@ class RunningTask:
     timed_out: bool = False
     adopted: bool = False
     pstart: str | None = None
+    recorded: bool = False  # its process recorded the outcome: no renewal, no kill
 
     @property
     def overdue(self) -> bool:
@@ -263,22 +264,27 @@ class Spare:
 
 
 class DoneNotices:
-    """A pipe on which task processes say "my outcome is recorded" before they exit.
+    """A pipe on which task processes tell their worker how far they are.
 
-    The worker frees the task's slot on that notice, without waiting for the process to
-    exit and be reaped (it is reaped later, quietly).
+    `RECORDED`: the outcome is in Redis; the worker stops renewing the lease and must
+    not take the task for lost (it may have requeued itself). `DONE`: the hooks ran too;
+    the worker frees the slot at once, without waiting for the process to exit and be
+    reaped (it is reaped later, quietly).
     """
+
+    RECORDED = "R"
+    DONE = "D"
 
     def __init__(self) -> None:
         self.read, self.write = os.pipe()
         os.set_blocking(self.read, False)
 
-    def notify(self) -> None:
-        """In a task process: its outcome is recorded (an atomic write of a few bytes)."""
-        os.write(self.write, f"{os.getpid()}\n".encode())
+    def notify(self, kind: str) -> None:
+        """In a task process: say `kind` (an atomic write of a few bytes)."""
+        os.write(self.write, f"{kind}{os.getpid()}\n".encode())
 
-    def collect(self) -> list[int]:
-        """In the worker: the pids that gave notice since the last call."""
+    def collect(self) -> list[tuple[str, int]]:
+        """In the worker: the `(kind, pid)` notices given since the last call."""
         data = b""
         try:
             while True:
@@ -288,7 +294,7 @@ class DoneNotices:
                 data += chunk
         except BlockingIOError:
             pass
-        return [int(pid) for pid in data.split()]
+        return [(notice[:1].decode(), int(notice[1:])) for notice in data.split()]
 
     def close(self) -> None:
         for fd in (self.read, self.write):

@@ -16,7 +16,7 @@ from .cleaning import light_clean
 from .client import is_this_host
 from .exceptions import LimpydBluequeError, RedisUnavailable
 from .processes import (
-    EXIT_REDIS_UNAVAILABLE, Heartbeat, RunningTask, TaskTimeout, describe_exit, private_client,
+    EXIT_REDIS_UNAVAILABLE, DoneNotices, Heartbeat, RunningTask, TaskTimeout, describe_exit, private_client,
     process_alive, reap, signal_group,
 )
 
@@ -152,9 +152,13 @@ class Supervision:
             return
         with self._lock:
             by_pid = {task.pid: task for task in self.running.values()}
-        for pid in self._done.collect() if self._done else ():
-            task = by_pid.pop(pid, None)
-            if task is not None and not task.adopted:
+        for kind, pid in self._done.collect() if self._done else ():
+            task = by_pid.get(pid)
+            if task is None or task.adopted:
+                continue
+            task.recorded = True
+            if kind == DoneNotices.DONE:
+                del by_pid[pid]
                 with self._lock:
                     self.running.pop(task.task_id, None)  # its slot is free at once
                 self._exiting.add(pid)
@@ -188,7 +192,7 @@ class Supervision:
         problem = describe_exit(status)
         if task.timed_out:
             problem = TaskTimeout(task.max_run_time)
-        if problem is not None and not task.lost:
+        if problem is not None and not task.lost and not task.recorded:
             self.job_error(task.job, task.queue, problem, None)
         elif os.WIFEXITED(status) and os.WEXITSTATUS(status) == EXIT_REDIS_UNAVAILABLE:
             self.retrying(lambda: self.requeue_interrupted(task))
@@ -224,14 +228,16 @@ class Supervision:
         """Heartbeat: extend the lease of every running task; stop the ones lost."""
         with self._lock:
             tasks = list(self.running.values())
-        leases = [(t.queue_name, t.task_id, t.attempt, t.ttr) for t in tasks if not t.lost]
+        tasks = [t for t in tasks if not t.lost and not t.recorded]
+        leases = [(t.queue_name, t.task_id, t.attempt, t.ttr) for t in tasks]
         now = time.time()
         lost = self._heartbeat_scripts.renew(leases, now)
         # this worker is alive until three beats are missed
         self._heartbeat_scripts.client.zadd(self.queue_model.keys().workers,
                                             {self.id: now + 3 * self.heartbeat_interval})
         for task in tasks:
-            if task.task_id in lost and lost[task.task_id] not in ("complete", "failed"):
+            if (task.task_id in lost and lost[task.task_id] not in ("complete", "failed")
+                    and not task.recorded):  # read again: the notice may have come since
                 self.lease_lost(task, lost[task.task_id])
 
     def lease_lost(self, task: RunningTask, status: str) -> None:

@@ -524,7 +524,8 @@ class Worker(Supervision):
         self._in_task_process = True
         try:
             self.perform(task.job, task.queue)
-            self.outcome_recorded()
+            self.outcome_recorded()  # in case no outcome step said so (a skipped task)
+            self._done.notify(DoneNotices.DONE)
         except RedisUnavailable:
             self.log(f"[{task.queue_name}|{task.task_id}] could not record its outcome",
                      logging.ERROR, exc_info=True)
@@ -535,7 +536,7 @@ class Worker(Supervision):
         """In a task process: tell the worker the outcome is in Redis (once)."""
         if getattr(self, "_in_task_process", False) and not getattr(self, "_notified", False):
             self._notified = True
-            self._done.notify()
+            self._done.notify(DoneNotices.RECORDED)
 
     def perform(self, job: Job, queue: Queue) -> bool:
         """Run a started task and record its outcome; True on success."""
