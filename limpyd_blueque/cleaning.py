@@ -96,6 +96,25 @@ _FILED = {
 }
 
 
+def _file_again(queue_model: type[Queue], task_id: str, task: dict, report: CleanReport,
+                now: float) -> None:
+    """File a task missing from the structure of its status (one re-checking script).
+
+    A reserved or started task goes in its queue's lease set with an open lease (`+inf`);
+    any other in its list or sorted set.
+    """
+    keys, scripts = queue_model.keys(), queue_model.scripts()
+    status, name = task["status"], task["queue"]
+    if status in (Status.RESERVED.value, Status.STARTED.value):
+        if scripts.tidy("relist", task_id, keys.leases(name), "zset", status, "+inf"):
+            report.indexed.append(task_id)
+        return
+    wire, kind = _FILED[Status(status)]
+    key = getattr(keys, wire)(name)
+    if scripts.tidy("relist", task_id, key, kind, status, task["eta"] or now):
+        report.relisted.append((task_id, key))
+
+
 def _scan_tasks(job_model: type[Job]) -> dict[str, dict]:
     client, keys = job_model.client(), job_model.keys()
     prefix_length = len(keys.task_prefix)
@@ -169,16 +188,11 @@ def deep_clean(queue_model: type[Queue] = Queue, *, host: str | None = None,
                 to_recover.append((name, task_id, None, task["node"]))  # even with an open lease
             elif client.zscore(keys.leases(name), task_id) is None:
                 if task["node"] in live_listeners.get(name, set()):
-                    if scripts.tidy("relist", task_id, keys.leases(name), "zset", status, "+inf"):
-                        report.indexed.append(task_id)
+                    _file_again(queue_model, task_id, task, report, now)
                 else:
                     to_recover.append((name, task_id, None, task["node"]))
             continue
-        wire, kind = _FILED[Status(status)]
-        key = getattr(keys, wire)(name)
-        score = task["eta"] or now
-        if scripts.tidy("relist", task_id, key, kind, status, score):
-            report.relisted.append((task_id, key))
+        _file_again(queue_model, task_id, task, report, now)
     report.recovered = scripts.recover(to_recover, now, expired_only=False,
                                        max_attempts=max_attempts, why="its listener is gone")
     for name in sorted(names):
@@ -196,20 +210,12 @@ def reindex(queue_model: type[Queue] = Queue) -> CleanReport:
     missing from the list or set of its status is filed there again. Nothing is taken
     back and no listener is removed: that is `deep_clean`'s work.
     """
-    keys, scripts = queue_model.keys(), queue_model.scripts()
-    report = CleanReport()
+    report, now = CleanReport(), time.time()
     for task_id, task in _scan_tasks(queue_model.job_model).items():
-        status, name = task["status"], task["queue"]
-        if status not in Status._value2member_map_ or not name:
-            report.unknown_status.append((task_id, status))
-        elif status in (Status.RESERVED.value, Status.STARTED.value):
-            if scripts.tidy("relist", task_id, keys.leases(name), "zset", status, "+inf"):
-                report.indexed.append(task_id)
+        if task["status"] not in Status._value2member_map_ or not task["queue"]:
+            report.unknown_status.append((task_id, task["status"]))
         else:
-            wire, kind = _FILED[Status(status)]
-            key = getattr(keys, wire)(name)
-            if scripts.tidy("relist", task_id, key, kind, status, task["eta"] or time.time()):
-                report.relisted.append((task_id, key))
+            _file_again(queue_model, task_id, task, report, now)
     return report
 
 

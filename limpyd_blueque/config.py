@@ -138,7 +138,7 @@ class WorkerConfig:
             help="seconds to retry recording an outcome while Redis is down (default 60)")
         add("--schedule-interval", type=_number(float, 0, strict=True), default=S,
             help="seconds between moves of due scheduled tasks (default 1)")
-        add("--listener-id", default=S, help="the Blueque listener id (default <fqdn>_<pid>)")
+        add("--listener-id", default=S, help="the Blueque listener id (default <host>_<pid>)")
         add("--logger-name", default=S, help="the logger name (default limpyd-blueque)")
         add("--logger-level", default=S, help="DEBUG, INFO, WARNING or ERROR (default INFO)")
         return parser

@@ -65,8 +65,7 @@ class BluequeModel(RedisModel):
             if name == "pk":
                 return self._attach_field("pk")
             return getattr(self, name)
-        if name in cls.__dict__.get("_fields", ()) or (not name.startswith("_")
-                                                        and name in cls._fields):
+        if not name.startswith("_") and name in cls._fields:
             return self._attach_field(name)
         raise AttributeError(f"{cls.__name__!r} object has no attribute {name!r}")
 

@@ -60,8 +60,9 @@ class TaskData:
     def from_hash(cls, task_id: str, data: dict) -> "TaskData":
         def number(name: str, kind: type) -> Any:
             value = data.get(name)
-            return kind(float(value)) if kind is int and value not in (None, "") else (
-                kind(value) if value not in (None, "") else None)
+            if value in (None, ""):
+                return None
+            return kind(float(value))  # "12.0" is an int field written as a float
 
         known = set(cls.BLUEQUE_FIELDS) | {"attempt"}
         return cls(
