@@ -12,7 +12,11 @@ from .exceptions import (
     LimpydBluequeError,
     ProtocolError,
     RedisUnavailable,
+    TaskExists,
+    TaskKilled,
     TaskNotFound,
+    TaskTimeout,
+    WorkerInterrupted,
 )
 from .keys import KeySpace
 from .models import BluequeModel, Error, Job, Queue, TaskData
@@ -27,6 +31,6 @@ except PackageNotFoundError:  # running from a source tree that is not installed
 __all__ = [
     "BluequeDatabase", "BluequeModel", "Client", "ConfigurationError", "Error", "InvalidName",
     "InvalidParameters", "InvalidTransition", "Job", "KeySpace", "LimpydBluequeError",
-    "ProtocolError", "Queue", "RedisUnavailable", "Status", "TaskData", "TaskNotFound",
-    "Worker", "use_redis", "__version__",
+    "ProtocolError", "Queue", "RedisUnavailable", "Status", "TaskData", "TaskExists",
+    "TaskKilled", "TaskNotFound", "TaskTimeout", "Worker", "WorkerInterrupted", "use_redis", "__version__",
 ]

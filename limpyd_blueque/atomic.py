@@ -17,7 +17,7 @@ from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .connection import reaching
-from .exceptions import LimpydBluequeError
+from .exceptions import TaskExists
 from .keys import KeySpace
 
 SCRIPT_NAMES = (
@@ -51,10 +51,6 @@ def _str(value: object) -> str:
 #: a lease length meaning "no expiry, whatever the task or its queue say": for callers
 #: that do not renew leases (the drop-in client's listener)
 NEVER_EXPIRES = "never"
-
-
-class TaskExists(LimpydBluequeError):
-    """A task with this id exists already."""
 
 
 @dataclass(frozen=True)

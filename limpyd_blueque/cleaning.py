@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from .models import Job, Queue
-from .processes import process_alive
+from .liveness import host_name, is_this_host, process_alive
 from .statuses import Status
 
 #: how many expired leases one light clean takes back per queue
@@ -58,8 +58,6 @@ def listener_is_dead(listener_id: str, host: str, workers: dict[str, float],
     """
     if listener_id in workers:
         return workers[listener_id] < now
-    from .client import is_this_host
-
     listener_host, _, pid = listener_id.rpartition("_")
     return (listener_host == host or is_this_host(listener_host)) and pid.isdigit() \
         and not process_alive(int(pid))
@@ -151,8 +149,6 @@ def deep_clean(queue_model: type[Queue] = Queue, *, host: str | None = None,
       unregistered;
     * a task with a status outside the protocol is left alone and reported.
     """
-    from .client import host_name
-
     now = time.time() if now is None else now
     host = host or host_name()
     job_model, keys, scripts = queue_model.job_model, queue_model.keys(), queue_model.scripts()

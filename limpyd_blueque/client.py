@@ -17,26 +17,7 @@ from .connection import BluequeDatabase, reaching
 from .exceptions import InvalidTransition
 from .keys import DEFAULT_PREFIX
 from .models import Job, Queue, TaskData
-from .processes import process_alive
-
-
-def host_name() -> str:
-    """This machine's name for listener ids: its FQDN, as the reference uses, unless that
-    is a `localhost` alias shared by many machines, then its host name."""
-    name = socket.getfqdn()
-    if name.split(".")[0] in ("localhost", "localhost6", "ip6-localhost"):
-        name = socket.gethostname()
-    return name
-
-
-def is_this_host(name: str) -> bool:
-    """True if `name` names this machine, as a worker or the reference client would."""
-    return name in {host_name(), socket.getfqdn(), socket.gethostname()}
-
-
-def listener_id_for(pid: int | None = None, host: str | None = None) -> str:
-    """The Blueque listener id of a worker process: `<host>_<pid>`."""
-    return f"{host or host_name()}_{os.getpid() if pid is None else pid}"
+from .liveness import host_name, is_this_host, listener_id_for, process_alive
 
 
 class Client:

@@ -130,3 +130,22 @@ def use_redis(url: str = DEFAULT_URL, *, check: bool = True, **client_options: o
         database.ping()
     BluequeModel.use_database(database)
     return database
+
+
+def open_connection(client: redis.Redis) -> None:
+    """Connect one connection of `client`'s pool now, sending no command."""
+    pool = client.connection_pool
+    try:
+        connection = pool.get_connection()
+    except TypeError:  # redis-py before 5.3 wants a command name
+        connection = pool.get_connection("PING")
+    except (redis.ConnectionError, redis.TimeoutError):
+        return  # the first command will report it
+    pool.release(connection)
+
+
+def private_client(client: redis.Redis) -> redis.Redis:
+    """A client to the same server as `client`, with a connection pool of its own."""
+    pool = client.connection_pool
+    return redis.Redis(connection_pool=type(pool)(connection_class=pool.connection_class,
+                                                   **pool.connection_kwargs))

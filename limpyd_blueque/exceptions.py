@@ -46,3 +46,27 @@ class ProtocolError(LimpydBluequeError):
 
 class RedisUnavailable(LimpydBluequeError, RedisConnectionError):
     """The Redis server could not be reached; the message names its URL."""
+
+
+class TaskKilled(LimpydBluequeError):
+    """The process running a task ended before it recorded an outcome."""
+
+    def __init__(self, message: str, code: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class TaskTimeout(TaskKilled):
+    """A task ran longer than its maximum run time and was stopped."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"the task ran longer than its maximum run time of {seconds:g} seconds "
+                         "and was stopped", "timeout")
+
+
+class WorkerInterrupted(BaseException):
+    """Raised in an in-process task when the worker must stop at once (it is requeued)."""
+
+
+class TaskExists(LimpydBluequeError):
+    """A task with this id exists already."""

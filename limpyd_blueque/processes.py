@@ -21,31 +21,11 @@ from typing import Any, Callable, Iterable, Iterator
 import psutil
 import redis
 
-from .exceptions import LimpydBluequeError
-
-
-class TaskKilled(LimpydBluequeError):
-    """The process running a task ended before it recorded an outcome."""
-
-    def __init__(self, message: str, code: str) -> None:
-        super().__init__(message)
-        self.code = code
-
+from .exceptions import TaskKilled, TaskTimeout
+from .liveness import process_start_time
 
 #: exit code of a task process that could not reach Redis to record its start or outcome
 EXIT_REDIS_UNAVAILABLE = 75
-
-
-class TaskTimeout(TaskKilled):
-    """A task ran longer than its maximum run time and was stopped."""
-
-    def __init__(self, seconds: float) -> None:
-        super().__init__(f"the task ran longer than its maximum run time of {seconds:g} seconds "
-                         "and was stopped", "timeout")
-
-
-class WorkerInterrupted(BaseException):
-    """Raised in an in-process task when the worker must stop at once (it is requeued)."""
 
 
 def describe_exit(status: int) -> TaskKilled | None:
@@ -64,79 +44,6 @@ def describe_exit(status: int) -> TaskKilled | None:
         return TaskKilled(f"the process running the task exited with code {code} "
                           "without recording an outcome", f"exit-{code}")
     return None
-
-
-_OWN_START: dict[int, str | None] = {}
-
-
-def _boot_id() -> str | None:
-    try:
-        with open("/proc/sys/kernel/random/boot_id") as handle:
-            return handle.read().strip()
-    except OSError:
-        return None
-
-
-BOOT_ID = _boot_id()
-
-
-def process_start_time(pid: int) -> str | None:
-    """A mark of when process `pid` started, or None if there is no such process.
-
-    Two processes given the same pid have different marks. On Linux the mark is the
-    boot id and the start in clock ticks since boot (field 22 of /proc/<pid>/stat):
-    neither moves when the wall clock is stepped (NTP, a resumed VM), whereas psutil's
-    start time is rebuilt from the current boot time and moves with it, which would
-    make a days-long task's process look like another one. Elsewhere, psutil's start
-    time (epoch seconds).
-    """
-    if pid == os.getpid():  # asked for each in-process task: read it once per process
-        if pid not in _OWN_START:
-            _OWN_START[pid] = _read_start_mark(pid)
-        return _OWN_START[pid]
-    return _read_start_mark(pid)
-
-
-def _read_start_mark(pid: int) -> str | None:
-    if BOOT_ID is not None:
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as handle:
-                stat = handle.read()
-        except OSError:
-            return None
-        # the command name (field 2) may hold spaces and parentheses: count after it
-        ticks = stat[stat.rindex(b")") + 2:].split()[19].decode()
-        return f"{BOOT_ID}:{ticks}"
-    try:
-        return repr(psutil.Process(pid).create_time())
-    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-        return None
-
-
-def _same_start(mark: str, other: str | None) -> bool:
-    if other is None:
-        return False
-    if ":" in mark or ":" in other:
-        return mark == other
-    return abs(float(mark) - float(other)) < 0.05  # psutil's epoch seconds
-
-
-def process_alive(pid: int | None, started: str | None = None) -> bool:
-    """True if process `pid` runs and, when `started` is given, is the one started then.
-
-    Comparing start marks (see `process_start_time`) tells a task's process from a later
-    one that got its pid.
-    """
-    if not pid:
-        return False
-    try:
-        if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-            return False
-    except (psutil.NoSuchProcess, psutil.ZombieProcess):
-        return False
-    except psutil.AccessDenied:
-        return True
-    return started is None or _same_start(started, process_start_time(pid))
 
 
 @dataclass
@@ -446,34 +353,6 @@ class Heartbeat(threading.Thread):
         self._woken.set()
         if self.is_alive() and threading.current_thread() is not self:
             self.join(timeout=5)
-
-
-def open_connection(client: redis.Redis) -> None:
-    """Connect one connection of `client`'s pool now, sending no command."""
-    pool = client.connection_pool
-    try:
-        connection = pool.get_connection()
-    except TypeError:  # redis-py before 5.3 wants a command name
-        connection = pool.get_connection("PING")
-    except (redis.ConnectionError, redis.TimeoutError):
-        return  # the first command will report it
-    pool.release(connection)
-
-
-def private_client(client: redis.Redis) -> redis.Redis:
-    """A client to the same server as `client`, with a connection pool of its own."""
-    pool = client.connection_pool
-    return redis.Redis(connection_pool=type(pool)(connection_class=pool.connection_class,
-                                                   **pool.connection_kwargs))
-
-
-def is_text(value: str | None) -> bool:
-    """False for a string holding bytes that were not UTF-8 (see BluequeDatabase)."""
-    try:
-        (value or "").encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 @contextmanager

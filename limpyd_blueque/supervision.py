@@ -13,11 +13,12 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from .atomic import Scripts
 from .cleaning import light_clean
-from .client import is_this_host
+from .connection import private_client
+from .exceptions import TaskTimeout
+from .liveness import is_this_host, process_alive
 from .exceptions import LimpydBluequeError, RedisUnavailable
 from .processes import (
-    EXIT_REDIS_UNAVAILABLE, DoneNotices, Heartbeat, RunningTask, TaskTimeout, describe_exit, private_client,
-    process_alive, reap, signal_group,
+    EXIT_REDIS_UNAVAILABLE, DoneNotices, Heartbeat, RunningTask, describe_exit, reap, signal_group,
 )
 
 if TYPE_CHECKING:

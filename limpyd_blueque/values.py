@@ -38,3 +38,12 @@ def decode(text: str | None) -> Any:
         return json.loads(text)
     except ValueError:
         return text
+
+
+def is_text(value: str | None) -> bool:
+    """False for a string holding bytes that were not UTF-8 (see BluequeDatabase)."""
+    try:
+        (value or "").encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

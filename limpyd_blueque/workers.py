@@ -17,18 +17,19 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Sequence
 
 from .atomic import Scripts
-from .client import listener_id_for
 from .connection import safety_warnings
 from .exceptions import (
     ConfigurationError, InvalidParameters, LimpydBluequeError, RedisUnavailable,
 )
 from .keys import check_listener_id, check_queue_name
 from .models import Error, Job, Queue
+from .connection import open_connection, private_client
+from .exceptions import TaskKilled, WorkerInterrupted
+from .liveness import listener_id_for, process_start_time
 from .processes import (
-    EXIT_REDIS_UNAVAILABLE, DoneNotices, Heartbeat, RunningTask, Spare, TaskKilled, WakeUps,
-    WorkerInterrupted, is_text, open_connection, private_client,
-    process_start_time, run_time_limit,
+    EXIT_REDIS_UNAVAILABLE, DoneNotices, Heartbeat, RunningTask, Spare, WakeUps, run_time_limit,
 )
+from .values import is_text
 from .supervision import Supervision
 from .values import encode
 

@@ -12,7 +12,7 @@ from helpers import alive, dead_pid, kill, start_worker, wait_for
 from jobs import RecordingJob, events
 
 from limpyd_blueque import Job, Queue, Worker
-from limpyd_blueque.client import host_name
+from limpyd_blueque.liveness import host_name
 from limpyd_blueque.cleaning import deep_clean, light_clean
 from limpyd_blueque.connection import safety_warnings
 
@@ -159,7 +159,7 @@ def test_a_reused_pid_is_not_taken_for_the_task_process(database, conn):
     dead = f"{HOST}_{dead_pid()}"
     queue.add_listener(dead)
     queue.reserve(dead, pid=os.getpid())
-    from limpyd_blueque.processes import process_start_time
+    from limpyd_blueque.liveness import process_start_time
 
     mark = process_start_time(os.getpid())
     job.pstart.hset(mark[:-1] + str((int(mark[-1]) + 1) % 10))  # started at another time

@@ -25,7 +25,8 @@ from typing import Any, Callable, Protocol
 import pytest
 
 from limpyd_blueque import Client, InvalidTransition, Job, Queue, TaskNotFound
-from limpyd_blueque.client import Listener, listener_id_for
+from limpyd_blueque.client import Listener
+from limpyd_blueque.liveness import listener_id_for
 
 from reference import Reference, ReferenceRaised, reference  # noqa: F401  (a fixture)
 

@@ -1,0 +1,106 @@
+"""Who is alive: this host's identity, process identity, and whether a listener is dead.
+
+One home for these facts, used by the worker (adoption), the cleaning and the drop-in
+client alike.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+
+import psutil
+
+
+def host_name() -> str:
+    """This machine's name for listener ids: its FQDN, as the reference uses, unless that
+    is a `localhost` alias shared by many machines, then its host name."""
+    name = socket.getfqdn()
+    if name.split(".")[0] in ("localhost", "localhost6", "ip6-localhost"):
+        name = socket.gethostname()
+    return name
+
+
+def is_this_host(name: str) -> bool:
+    """True if `name` names this machine, as a worker or the reference client would."""
+    return name in {host_name(), socket.getfqdn(), socket.gethostname()}
+
+
+def listener_id_for(pid: int | None = None, host: str | None = None) -> str:
+    """The Blueque listener id of a worker process: `<host>_<pid>`."""
+    return f"{host or host_name()}_{os.getpid() if pid is None else pid}"
+
+
+_OWN_START: dict[int, str | None] = {}
+
+
+def _boot_id() -> str | None:
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as handle:
+            return handle.read().strip()
+    except OSError:
+        return None
+
+
+BOOT_ID = _boot_id()
+
+
+def process_start_time(pid: int) -> str | None:
+    """A mark of when process `pid` started, or None if there is no such process.
+
+    Two processes given the same pid have different marks. On Linux the mark is the
+    boot id and the start in clock ticks since boot (field 22 of /proc/<pid>/stat):
+    neither moves when the wall clock is stepped (NTP, a resumed VM), whereas psutil's
+    start time is rebuilt from the current boot time and moves with it, which would
+    make a days-long task's process look like another one. Elsewhere, psutil's start
+    time (epoch seconds).
+    """
+    if pid == os.getpid():  # asked for each in-process task: read it once per process
+        if pid not in _OWN_START:
+            _OWN_START[pid] = _read_start_mark(pid)
+        return _OWN_START[pid]
+    return _read_start_mark(pid)
+
+
+def _read_start_mark(pid: int) -> str | None:
+    if BOOT_ID is not None:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as handle:
+                stat = handle.read()
+        except OSError:
+            return None
+        # the command name (field 2) may hold spaces and parentheses: count after it
+        ticks = stat[stat.rindex(b")") + 2:].split()[19].decode()
+        return f"{BOOT_ID}:{ticks}"
+    try:
+        return repr(psutil.Process(pid).create_time())
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return None
+
+
+def _same_start(mark: str, other: str | None) -> bool:
+    if other is None:
+        return False
+    if ":" in mark or ":" in other:
+        return mark == other
+    return abs(float(mark) - float(other)) < 0.05  # psutil's epoch seconds
+
+
+def process_alive(pid: int | None, started: str | None = None) -> bool:
+    """True if process `pid` runs and, when `started` is given, is the one started then.
+
+    Comparing start marks (see `process_start_time`) tells a task's process from a later
+    one that got its pid.
+    """
+    if not pid:
+        return False
+    try:
+        if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+            return False
+    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        return False
+    except psutil.AccessDenied:
+        return True
+    return started is None or _same_start(started, process_start_time(pid))
+
+
