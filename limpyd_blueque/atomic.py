@@ -7,9 +7,10 @@ the keys (from `keys.KeySpace`) and decodes the reply. Nothing else calls Lua.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import resources
-from typing import Iterable, Sequence
+from types import MappingProxyType
+from typing import Any, Iterable, Mapping, Sequence
 
 import redis
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -23,19 +24,22 @@ from .keys import KeySpace
 SCRIPT_NAMES = (
     "enqueue", "schedule", "enqueue_due", "reserve", "start", "finish", "delete",
     "add_listener", "remove_listener", "materialize", "requeue", "renew", "recover",
-    "tidy",
+    "tidy", "terms",
 )
 
-
-#: scripts that act for a task's holder get the shared holder check prepended
-HOLDER_SCRIPTS = ("start", "finish", "requeue")
+#: shared Lua functions, prepended to the scripts that use them
+SHARED = {
+    "_holder": ("start", "finish", "requeue"),  # the holder check
+    "_terms": ("reserve", "recover", "terms"),  # a task's lease terms
+}
 
 
 def _load(name: str) -> str:
     folder = resources.files(__package__).joinpath("lua")
     source = folder.joinpath(f"{name}.lua").read_text()
-    if name in HOLDER_SCRIPTS:
-        source = folder.joinpath("_holder.lua").read_text() + source
+    for shared, users in SHARED.items():
+        if name in users:
+            source = folder.joinpath(f"{shared}.lua").read_text() + source
     return source
 
 
@@ -53,22 +57,61 @@ def _str(value: object) -> str:
 NEVER_EXPIRES = "never"
 
 
+def _number(text: str | None) -> float | None:
+    return float(text) if text else None
+
+
 @dataclass(frozen=True)
 class Reservation:
-    """A task a listener has just taken: which queue, which id, its hash after the step."""
+    """A task a listener holds, with the terms of its lease: the one shape of a task from
+    its reservation to its outcome, and what a task process is handed.
 
-    queue: str
+    `fields` is the task hash right after the step (read-only). `ttr`, `max_run_time`
+    and `max_attempts` are resolved once, by the step itself: the task's own field, else
+    its queue's setting, else the worker's default (None: no limit).
+    """
+
     task_id: str
-    fields: dict
-    dropped: list = field(default_factory=list)
-    #: the lease length given to the task (None: no expiry)
+    queue: str
+    fields: Mapping[str, str]
     ttr: float | None = None
-    #: its queue's maximum run time, if the queue has one
-    queue_max_run_time: float | None = None
+    max_run_time: float | None = None
+    max_attempts: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "fields", MappingProxyType(dict(self.fields)))
 
     @property
     def attempt(self) -> int:
-        return int(self.fields.get("attempt") or 0)
+        """The attempt that holds the task: its fencing token (0 when none)."""
+        try:
+            return int(self.fields.get("attempt") or 0)
+        except ValueError:
+            return 0
+
+    @property
+    def node(self) -> str | None:
+        """The listener id holding the task."""
+        return self.fields.get("node") or None
+
+    @classmethod
+    def from_reply(cls, task_id: str, queue: str, flat: Sequence[str],
+                   terms: Sequence[str]) -> "Reservation":
+        """From a script's reply: the task hash as a flat list, then its three terms."""
+        ttr, max_run_time, max_attempts = (_number(term) for term in terms)
+        return cls(task_id, queue, dict(zip(flat[::2], flat[1::2])), ttr, max_run_time,
+                   int(max_attempts) if max_attempts else None)
+
+    def to_payload(self) -> dict[str, Any]:
+        """A JSON-able form, to hand the task to another process."""
+        return {"task_id": self.task_id, "queue": self.queue, "fields": dict(self.fields),
+                "ttr": self.ttr, "max_run_time": self.max_run_time,
+                "max_attempts": self.max_attempts}
+
+    @classmethod
+    def from_payload(cls, payload: Mapping[str, Any]) -> "Reservation":
+        """The reservation `to_payload` described."""
+        return cls(**payload)
 
 
 @dataclass(frozen=True)
@@ -138,15 +181,17 @@ class Scripts:
         return list(self._run("enqueue_due", [k.scheduled(queue), k.pending(queue)],
                               [now, k.task_prefix, k.wake_channel(queue), limit]))
 
-    def reserve(self, queues: Sequence[str], listener_id: str, now: float,
-                pid: int | None = None, ttrs: Sequence[float | None] | None = None,
-                pstart: str | None = None) -> tuple[Reservation | None, list[str]]:
+    def reserve(self, queues: Sequence[str], listener_id: str, now: float, *,
+                pid: int | None = None, pstart: str | None = None,
+                ttrs: Sequence[float | str | None] | None = None,
+                max_run_time: float | None = None, max_attempts: int | None = None,
+                ) -> tuple[Reservation | None, list[str]]:
         """Take the next pending task of the first queue that has one.
 
-        With `pid`, the task is started by that pid (whose start time is `pstart`) in
-        the same step. A task's lease length is its own `ttr`, else its queue's, else
-        the one given here for its queue in `ttrs`. Returns the
-        reservation (or None) and the ids dropped on the way (no hash, not pending).
+        With `pid`, the task is started by that pid (whose start mark is `pstart`) in
+        the same step. `ttrs` (one per queue), `max_run_time` and `max_attempts` are the
+        defaults of the lease terms (see `Reservation`). Returns the reservation (or
+        None) and the ids dropped on the way (no hash, not pending).
         """
         k = self.keys
         keys: list[str] = []
@@ -154,15 +199,24 @@ class Scripts:
             keys += [k.pending(queue), k.reserved(queue, listener_id), k.leases(queue),
                      k.started(queue), k.queue_settings(queue)]
         ttrs = list(ttrs) if ttrs is not None else [None] * len(queues)
-        index, task_id, flat, dropped, ttr, max_run_time = self._run(
-            "reserve", keys, [k.task_prefix, listener_id, now, pid, pstart, *ttrs])
-        dropped = list(dropped)
+        reply = self._run("reserve", keys, [k.task_prefix, listener_id, now, pid, pstart,
+                                            max_run_time, max_attempts, *ttrs])
+        index, task_id, flat, dropped = reply[:4]
         if not int(index):
-            return None, dropped
-        fields = dict(zip(flat[::2], flat[1::2]))
-        return Reservation(queues[int(index) - 1], task_id, fields, dropped,
-                           float(ttr) if ttr else None,
-                           float(max_run_time) if max_run_time else None), dropped
+            return None, list(dropped)
+        return Reservation.from_reply(task_id, queues[int(index) - 1], flat, reply[4:]), \
+            list(dropped)
+
+    def terms(self, queue: str, task_id: str, ttr: float | None,
+              max_run_time: float | None, max_attempts: int | None) -> Reservation | None:
+        """A task held by another listener, read with its lease terms resolved as
+        `reserve` resolves them (for adoption); None when the task is gone."""
+        k = self.keys
+        flat, *terms = self._run("terms", [k.task(task_id), k.queue_settings(queue)],
+                                 [ttr, max_run_time, max_attempts])
+        if not flat:
+            return None
+        return Reservation.from_reply(task_id, queue, flat, terms)
 
     def start(self, queue: str, task_id: str, listener_id: str, pid: int, now: float,
               attempt: int | str | None = None, pstart: str | None = None) -> Outcome:
@@ -204,18 +258,19 @@ class Scripts:
             "front" if front else "back", priority_delta])
         return Outcome.from_reply(reply)
 
-    def renew(self, leases: Sequence[tuple[str, str, int | str, float | None]],
-              now: float) -> dict[str, str]:
-        """Extend the leases `(queue, task id, attempt, ttr)`.
+    def renew(self, leases: Sequence[tuple[str, str, int | str, float | None]], *,
+              worker_id: str = "", alive_until: float | None = None) -> dict[str, str]:
+        """Extend the leases `(queue, task id, attempt, ttr)`, and record that `worker_id`
+        is alive until `alive_until`, in one step.
 
         Returns `{task id: status}` for the tasks whose lease is lost (status `''` when
         the task is gone).
         """
-        if not leases:
+        if not leases and not worker_id:
             return {}
         k = self.keys
-        keys: list[str] = []
-        args: list[object] = [now]
+        keys: list[str] = [k.workers]
+        args: list[object] = [worker_id, alive_until]
         for queue, task_id, attempt, ttr in leases:
             keys += [k.task(task_id), k.leases(queue)]
             args += [task_id, attempt, ttr]

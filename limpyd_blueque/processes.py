@@ -15,10 +15,8 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
-import psutil
 import redis
 
 from .exceptions import TaskKilled, TaskTimeout
@@ -28,8 +26,8 @@ from .liveness import process_start_time
 EXIT_REDIS_UNAVAILABLE = 75
 
 
-def describe_exit(status: int) -> TaskKilled | None:
-    """None for a clean exit, else a `TaskKilled` naming the signal or the exit code."""
+def describe_exit(status: int) -> TaskKilled:
+    """Why a task process ended before recording an outcome: its signal, or its exit code."""
     if os.WIFSIGNALED(status):
         number = os.WTERMSIG(status)
         try:
@@ -38,47 +36,8 @@ def describe_exit(status: int) -> TaskKilled | None:
             name = f"signal {number}"
         return TaskKilled(f"the process running the task was killed by {name}", name)
     code = os.WEXITSTATUS(status)
-    if code == EXIT_REDIS_UNAVAILABLE:
-        return None  # nothing happened to the task itself: the worker puts it back
-    if code:
-        return TaskKilled(f"the process running the task exited with code {code} "
-                          "without recording an outcome", f"exit-{code}")
-    return None
-
-
-@dataclass
-class RunningTask:
-    """A task this worker runs: in a child process (`pid`) or in-process (`pid` = ours).
-
-    An `adopted` task runs in a process this worker did not fork (left by a worker that
-    stopped): it is watched through its pid and start time (`pstart`).
-    """
-
-    job: Any
-    queue: Any
-    attempt: int
-    ttr: float | None
-    pid: int | None = None
-    started: float = field(default_factory=time.monotonic)
-    lost: bool = False
-    max_run_time: float | None = None
-    timed_out: bool = False
-    adopted: bool = False
-    pstart: str | None = None
-    recorded: bool = False  # its process recorded the outcome: no renewal, no kill
-
-    @property
-    def overdue(self) -> bool:
-        return (self.max_run_time is not None and not self.timed_out
-                and time.monotonic() - self.started > self.max_run_time)
-
-    @property
-    def task_id(self) -> str:
-        return self.job.task_id
-
-    @property
-    def queue_name(self) -> str:
-        return self.queue.pk.get()
+    return TaskKilled(f"the process running the task exited with code {code} "
+                      "without recording an outcome", f"exit-{code}")
 
 
 def fork_child(target: Callable[[], int]) -> int:
@@ -303,6 +262,13 @@ class WakeUps:
             self.pubsub = None
             time.sleep(min(timeout, 1.0))
 
+    def wake(self) -> None:
+        """End the wait in progress (or the next one) at once; any thread may call it."""
+        try:
+            os.write(self._write, b"!")
+        except (BlockingIOError, OSError):
+            pass  # the pipe is full (a wake-up is pending anyway) or closed
+
     def close(self) -> None:
         signal.set_wakeup_fd(self._previous_fd)
         for fd in (self._read, self._write):
@@ -329,7 +295,7 @@ class Heartbeat(threading.Thread):
         self.beat = beat
         self.stopping = threading.Event()
         self._woken = threading.Event()
-        self.waiting = float("inf")  # the wait in progress (seconds)
+        self.waiting = interval()  # the wait in progress (seconds)
 
     def run(self) -> None:
         while True:

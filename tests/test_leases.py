@@ -12,6 +12,7 @@ from helpers import alive, dead_pid, kill, start_worker, wait_for
 from jobs import RecordingJob, events
 
 from limpyd_blueque import Job, Queue, Worker
+from limpyd_blueque.atomic import Reservation
 from limpyd_blueque.liveness import host_name
 from limpyd_blueque.cleaning import deep_clean, light_clean
 from limpyd_blueque.connection import safety_warnings
@@ -190,8 +191,8 @@ def test_a_frozen_worker_loses_its_task_and_its_late_result_is_refused(workers, 
 def test_a_result_from_a_zombie_attempt_is_refused_and_reported(database, conn):
     queue = Queue.named("z")
     job = queue.enqueue({"n": 1})
-    stale = RecordingJob.from_fields(job.pk.get(), {"queue": "z", "node": "old.host_1",
-                                                     "attempt": "1"})
+    stale = RecordingJob.from_reservation(Reservation(job.pk.get(), "z", {"node": "old.host_1",
+                                                                         "attempt": "1"}))
     queue.reserve("old.host_1", pid=1, ttr=0.05)
     time.sleep(0.1)
     light_clean(Queue)
@@ -301,6 +302,27 @@ def test_deep_clean_fixes_what_crashes_leave_and_reports_the_rest(database, conn
     assert (again.relisted, again.recovered, again.dropped, again.indexed) == ([], {}, [], [])
 
 
+def test_deep_clean_and_claim_orphan_judge_listeners_by_the_one_liveness_rule(
+        database, conn, redis_url):
+    from limpyd_blueque import Client
+
+    queue = Queue.named("d")
+    beating = f"{HOST}_{dead_pid()}"      # its process is gone, but its worker still beats
+    stopped = "far.example.com_7"           # a worker of ours that stopped beating
+    foreign = "far.example.com_8"           # another client's listener: not known dead
+    for listener in (beating, stopped, foreign):
+        queue.add_listener(listener)
+    conn.zadd("blueque:workers", {beating: time.time() + 60, stopped: time.time() - 1})
+    queue.enqueue("held")
+    queue.reserve(beating)
+    client = Client(redis_url)
+    assert client.get_listener("d").claim_orphan() is None
+    client.database.connection.close()
+    report = deep_clean(Queue)
+    assert report.listeners_removed == [("d", stopped)]
+    assert queue.listeners.smembers() >= {beating, foreign}
+
+
 def test_blueque_clean_command_prints_what_it_did(redis_url, database, conn):
     import subprocess
     import sys
@@ -398,7 +420,7 @@ def test_killed_children_are_all_recorded_even_when_a_hook_fails(database, conn)
     worker = Worker("w", job_model=FragileHookJob, concurrency=2, max_loops=2, timeout=0.2)
     worker.run()
     assert (first.status.hget(), second.status.hget()) == ("failed", "failed")
-    assert worker.running == {}
+    assert len(worker.tasks) == 0
 
 
 def test_detach_applies_to_stop_signals_only_a_worker_ending_by_itself_waits(database, conn):

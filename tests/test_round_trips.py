@@ -80,8 +80,8 @@ def test_worker_costs_two_round_trips_per_task_in_both_modes(
     with count_commands() as counter:
         while not worker.must_stop():
             worker.run_once()
-        while worker.running:
-            worker.collect_ended()
+        while len(worker.tasks):
+            worker.collect()
     worker.run_ended()
     evalsha = counter.commands.count("EVALSHA")
     assert evalsha == 20 * 2  # reserve and start together, then complete

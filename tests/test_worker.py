@@ -283,7 +283,7 @@ def test_a_task_whose_spare_process_died_goes_back_in_line(queue, conn):
     worker = make_worker(fork=True, max_loops=5)
     worker.run_started()
     try:
-        spare = worker.spare()
+        spare = worker.runner.spare()
         os.kill(spare.pid, signals.SIGKILL)
         time.sleep(0.2)  # dead, and not yet collected by the worker
         job = queue.enqueue({"n": 1})
@@ -292,7 +292,7 @@ def test_a_task_whose_spare_process_died_goes_back_in_line(queue, conn):
         assert job.status.hget() == "pending"
         assert conn.lrange("blueque_pending_tasks_w", 0, -1) == [job.pk.get()]
         assert conn.scard("blueque_started_tasks_w") == 0
-        assert worker.running == {}
+        assert len(worker.tasks) == 0
     finally:
         worker.run_ended()
 

@@ -24,9 +24,8 @@ for i = 1, #KEYS / 6 do
     local attempt = redis.call('HGET', task, 'attempt') or ''
     local node = redis.call('HGET', task, 'node') or ''
     local score = redis.call('ZSCORE', leases, id)
-    -- checked before anything is written: a field that is not a number counts as unset
-    local max = tonumber(redis.call('HGET', task, 'max_attempts'))
-        or tonumber(redis.call('HGET', settings, 'max_attempts')) or tonumber(default_max)
+    -- checked before anything is written (see _terms.lua)
+    local max = first_number(task, settings, 'max_attempts', default_max)
     local outcome = 'skipped'
     if status ~= 'reserved' and status ~= 'started' then
         -- finished or gone: only a stale lease entry is left to remove

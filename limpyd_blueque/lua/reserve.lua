@@ -7,12 +7,14 @@
 -- ARGV[2] listener id, ARGV[3] now
 -- ARGV[4] pid: '' to reserve only; a pid to reserve and start in the same step
 -- ARGV[5] start time of that process (kept to tell it from a later one with its pid)
--- ARGV[5 + i] lease length in seconds for queue i when neither the task nor the queue
---   settings give one ('' or '0': no expiry; 'never': no expiry whatever they say, for
---   a caller that does not renew leases)
+-- ARGV[6] default maximum run time, ARGV[7] default maximum attempts ('': none)
+-- ARGV[7 + i] default lease length in seconds for queue i ('' or '0': no expiry;
+--   'never': no expiry whatever the task or queue say, for a caller that does not
+--   renew leases)
+-- Each term is the task's own, else its queue's, else the default (see _terms.lua).
 -- Lease ends are timed by the server's clock, so clients' clocks need not agree.
 -- Returns {queue index (0: nothing), task id, task hash as a flat list, dropped ids,
---   lease length used ('' for none), maximum run time of the queue ('' for none)}.
+--   ttr, max run time, max attempts ('' for none)}.
 -- Dropped ids are list entries with no task hash, or a hash that is not pending.
 local prefix, listener, now, pid = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local clock = redis.call('TIME')
@@ -30,13 +32,9 @@ for i = 1, #KEYS / 5 do
             redis.call('LREM', reserved, -1, id)
             dropped[#dropped + 1] = id
         else
-            -- the lease length, checked before anything is written (a field that is not a
-            -- number counts as unset)
-            local ttr = ARGV[5 + i]
-            if ttr ~= 'never' then
-                ttr = tonumber(redis.call('HGET', key, 'ttr'))
-                    or tonumber(redis.call('HGET', settings, 'ttr')) or tonumber(ARGV[5 + i])
-            end
+            -- the terms, read before anything is written
+            local ttr, max_run_time, max_attempts = lease_terms(key, settings, ARGV[7 + i],
+                ARGV[6], ARGV[7])
             local deadline = '+inf'
             if ttr ~= 'never' and ttr and ttr > 0 then deadline = server_now + ttr end
             redis.call('HINCRBY', key, 'attempt', 1)
@@ -48,10 +46,9 @@ for i = 1, #KEYS / 5 do
                 redis.call('SADD', started, listener .. ' ' .. pid .. ' ' .. id)
             end
             redis.call('ZADD', leases, deadline, id)
-            if deadline == '+inf' then ttr = '' else ttr = tostring(ttr) end
-            return {i, id, redis.call('HGETALL', key), dropped, ttr,
-                redis.call('HGET', settings, 'max_run_time') or ''}
+            return {i, id, redis.call('HGETALL', key), dropped, term_text(ttr),
+                term_text(max_run_time), term_text(max_attempts)}
         end
     end
 end
-return {0, '', {}, dropped, '', ''}
+return {0, '', {}, dropped, '', '', ''}

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from limpyd import fields
 from limpyd.collection import CollectionManager
@@ -21,6 +22,8 @@ from .base import BluequeModel, ProtocolField, TaskIdField
 
 if TYPE_CHECKING:
     from .queue import Queue
+
+_NOTHING: Mapping[str, str] = MappingProxyType({})
 
 
 class JobCollectionManager(CollectionManager):
@@ -133,19 +136,21 @@ class Job(BluequeModel):
     def sort_wildcard(cls) -> str:
         return cls.keys().task("*")
 
-    #: fields already known from the step that produced this instance (a reservation)
-    known: dict = {}
+    #: the reservation this instance was made from, when it came from one: the task as
+    #: its holder sees it, with its lease terms (see `atomic.Reservation`)
+    task: Reservation | None = None
 
-    #: the reservation that produced this instance, when it came from one
-    reservation: Reservation | None = None
+    @property
+    def known(self) -> Mapping[str, str]:
+        """The task hash as the step that reserved it returned it (read-only; empty when
+        this instance was not made from a reservation)."""
+        return self.task.fields if self.task is not None else _NOTHING
 
     @classmethod
-    def from_fields(cls, task_id: str, known: dict,
-                    reservation: Reservation | None = None) -> "Job":
-        """A `Job` for `task_id` that remembers fields a step just returned."""
-        job = cls.lazy_connect(task_id)
-        job.known = dict(known)
-        job.reservation = reservation
+    def from_reservation(cls, reservation: Reservation) -> "Job":
+        """The `Job` of a reserved task, remembering its reservation."""
+        job = cls.lazy_connect(reservation.task_id)
+        job.task = reservation
         return job
 
     def connect(self) -> None:
@@ -187,7 +192,7 @@ class Job(BluequeModel):
 
     # -- protocol steps on one task -----------------------------------------------------
     def _queue_name(self) -> str:
-        queue = self.known.get("queue") or self.queue.hget()
+        queue = self.task.queue if self.task is not None else self.queue.hget()
         if not queue:
             raise ProtocolError(f"task {self.task_id!r} has no queue field")
         return queue

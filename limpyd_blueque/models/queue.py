@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from limpyd import fields
 
@@ -140,42 +140,56 @@ class Queue(BluequeModel):
         return self.scripts().remove_listener(self.pk.get(), listener_id)
 
     @classmethod
-    def take(cls, queues: Sequence[str], listener_id: str, *, pid: int | None = None,
-             ttrs: Sequence[float | None] | None = None, job_model: type[Job] | None = None,
-             pstart: str | None = None) -> tuple[Job | None, Reservation | None, list[str]]:
+    def reserve_from(cls, queues: Sequence[str], listener_id: str, *, pid: int | None = None,
+                     pstart: str | None = None, ttr: float | str | None = None,
+                     max_run_time: float | None = None, max_attempts: int | None = None,
+                     job_model: type[Job] | None = None,
+                     on_dropped: Callable[[str], None] | None = None,
+                     ) -> tuple[Job | None, Reservation | None]:
         """Blueque "Node Task Pop", atomic: take the next task of the first non-empty queue.
 
-        The task is reserved by `listener_id` (and started by `pid` in the same step when
-        given). Returns the `Job` (of `job_model`, default this queue model's), the
-        `Reservation` (queue, fields, attempt), and the ids dropped on the way because
-        their hash was gone or not pending.
+        The one way to reserve. The task is reserved by `listener_id`, and started by
+        `pid` (whose start mark is `pstart`) in the same step when given. `ttr`,
+        `max_run_time` and `max_attempts` are the defaults of its lease terms, used when
+        neither the task nor its queue sets them (`atomic.NEVER_EXPIRES` as `ttr`: a
+        lease that never expires whatever they say). Returns `(job, reservation)`, the
+        job being of `job_model` (default: this model's) and remembering its
+        reservation, or `(None, None)`. Ids met on the way that were not pending tasks
+        are removed, and given to `on_dropped`.
         """
         names = [check_queue_name(queue) for queue in queues]
         reservation, dropped = cls.scripts().reserve(
-            names, check_listener_id(listener_id), time.time(), pid, ttrs, pstart)
+            names, check_listener_id(listener_id), time.time(), pid=pid, pstart=pstart,
+            ttrs=[ttr] * len(names), max_run_time=max_run_time, max_attempts=max_attempts)
+        for task_id in dropped if on_dropped is not None else ():
+            on_dropped(task_id)
         if reservation is None:
-            return None, None, dropped
-        job_model = job_model or cls.job_model
-        job = job_model.from_fields(reservation.task_id, reservation.fields, reservation)
-        return job, reservation, dropped
-
-    @classmethod
-    def reserve_from(cls, queues: Sequence[str], listener_id: str, *, pid: int | None = None,
-                     ttrs: Sequence[float | None] | None = None
-                     ) -> tuple[Job | None, Reservation | None]:
-        """`take` without the dropped ids: `(job, reservation)` or `(None, None)`."""
-        job, reservation, _ = cls.take(queues, listener_id, pid=pid, ttrs=ttrs)
-        return job, reservation
+            return None, None
+        return (job_model or cls.job_model).from_reservation(reservation), reservation
 
     def reserve(self, listener_id: str, *, pid: int | None = None,
                 ttr: float | str | None = None) -> Job | None:
-        """Take the next pending task of this queue for `listener_id`, or None.
-
-        `ttr` is the lease length when neither the task nor the queue gives one;
-        `atomic.NEVER_EXPIRES` gives a lease that never expires whatever they say.
-        """
-        job, _ = self.reserve_from([self.pk.get()], listener_id, pid=pid, ttrs=[ttr])
+        """`reserve_from` this queue alone: its next pending task, or None."""
+        job, _ = self.reserve_from([self.pk.get()], listener_id, pid=pid, ttr=ttr)
         return job
+
+    @classmethod
+    def wake_channels(cls, names: Sequence[str]) -> list[str]:
+        """The channels on which new pending tasks of these queues are announced."""
+        return [cls.keys().wake_channel(check_queue_name(name)) for name in names]
+
+    @classmethod
+    def worker_records(cls) -> dict[str, float]:
+        """`{worker id: time until which it is alive}` of this library's workers."""
+        with reaching(cls.client()):
+            pairs = cls.client().zrange(cls.keys().workers, 0, -1, withscores=True)
+        return dict(pairs)
+
+    @classmethod
+    def forget_worker(cls, listener_id: str) -> None:
+        """Drop a stopping worker's record: it no longer says it is alive."""
+        with reaching(cls.client()):
+            cls.client().zrem(cls.keys().workers, listener_id)
 
     def delete_task(self, job: Job) -> None:
         """Delete a finished task of this queue (`InvalidTransition` otherwise)."""

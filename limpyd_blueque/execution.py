@@ -1,0 +1,378 @@
+"""How a task runs: the strategy a worker hands each task to.
+
+`ForkedRunner` runs each task in a process of its own (a spare forked ahead, notices on a
+pipe, reaping, killing on lease loss or over the maximum run time, stopping);
+`InProcessRunner` runs it in the worker's own process. Both apply the transitions of
+`running.RunningTask` and the actions that go with them, in one place (`apply`). Inside a
+task process, `TaskProcess` plays the runner's part for the one task it runs.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+import signal
+import time
+from typing import TYPE_CHECKING, Any, Callable
+
+from .atomic import Reservation, Scripts
+from .connection import open_connection, private_client
+from .exceptions import RedisUnavailable, TaskKilled, TaskTimeout, WorkerInterrupted
+from .leases import watch_orphaned
+from .liveness import process_start_time
+from .processes import (
+    EXIT_REDIS_UNAVAILABLE, DoneNotices, Spare, describe_exit, reap, run_time_limit,
+    signal_group,
+)
+from .running import Event, Origin, RunningTask, TaskState
+
+if TYPE_CHECKING:
+    from .models import Job, Queue
+    from .workers import Worker
+
+#: seconds a task process is given to stop after SIGTERM before SIGKILL
+INTERRUPT_GRACE = 10.0
+
+
+class TaskRunner:
+    """Runs the tasks a worker reserved, and applies what happens to them."""
+
+    #: most tasks run at once (None: no limit)
+    max_concurrency: int | None = None
+    #: whether its tasks can outlive the worker (`on_terminate="detach"`)
+    can_detach = False
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.tasks = worker.tasks
+
+    def describe(self) -> str:
+        """How tasks run, for the worker's first log line."""
+        return ""
+
+    def start(self) -> None:
+        """Get ready, before the first task."""
+
+    def next_process(self) -> tuple[int, str | None]:
+        """The pid (and start mark) of the process that will run the next task."""
+        raise NotImplementedError
+
+    def launch(self, job: Job, queue: Queue) -> None:
+        """Run a task reserved and started for `next_process()`."""
+        raise NotImplementedError
+
+    def wakeup_fds(self) -> list[int]:
+        """Descriptors whose data should end the worker's wait."""
+        return []
+
+    def collect(self) -> None:
+        """Apply what happened to the running tasks since the last turn."""
+        for task, event, detail in self.tasks.posted():
+            self.apply(task, event, detail)
+
+    def running(self, task: RunningTask) -> None:
+        """`task` now runs: count it, and show it."""
+        self.tasks.add(task)
+        self.worker.set_status("running")
+
+    def recorded(self, job: Job) -> None:
+        """The outcome of `job` is stored."""
+        task = self.tasks.get(job.task_id)
+        if task is not None and task.job is job:
+            self.apply(task, Event.RECORDED)
+
+    def stop_signal(self) -> None:
+        """A stop signal arrived (called from the signal handler)."""
+
+    def terminate(self) -> bool:
+        """The worker stops: apply `on_terminate`; True if tasks were left running."""
+        return False
+
+    def close(self) -> None:
+        """Release what `start` took."""
+
+    # -- the state machine's actions --------------------------------------------------------
+    def apply(self, task: RunningTask, event: Event, detail: Any = None) -> None:
+        """Move `task` by `event` and do what the new state asks."""
+        old = task.state
+        new = task.move(event)
+        if new is TaskState.LOST:
+            self.worker.log(self.worker.job_lost_message(task.job, task.queue, detail or ""),
+                            logging.ERROR)
+            if task.origin is Origin.FORKED:
+                signal_group(task.pid, signal.SIGKILL)
+        elif new is TaskState.TIMED_OUT:
+            signal_group(task.pid, signal.SIGKILL)
+        elif new is TaskState.INTERRUPTED and task.origin is not Origin.IN_PROCESS:
+            signal_group(task.pid, signal.SIGTERM)
+        elif new is TaskState.ENDED:
+            self.tasks.remove(task)
+            self.ended(task, old, detail)
+
+    def ended(self, task: RunningTask, old: TaskState, status: int | None) -> None:
+        """A task's process is gone: put it back, or apply the rule for an end without
+        an outcome (`Worker.process_ended`), as the state it ended in says."""
+        try:
+            if old is TaskState.INTERRUPTED:
+                self.worker.retrying(lambda: self.worker.requeue_interrupted(task))
+            elif old in (TaskState.RUNNING, TaskState.TIMED_OUT):
+                cause = self.cause(task, old, status)
+                if cause is None:  # it could not reach Redis: not the task's fault
+                    self.worker.retrying(lambda: self.worker.requeue_interrupted(task))
+                else:
+                    self.worker.process_ended(task, cause)
+        except Exception:  # noqa: BLE001 - its lease ends, and the task is taken back
+            self.worker.log(f"[{task.queue_name}|{task.task_id}] could not record the end of "
+                            "its process", logging.ERROR, exc_info=True)
+
+    @staticmethod
+    def cause(task: RunningTask, old: TaskState, status: int | None) -> TaskKilled | None:
+        """Why a process ended without an outcome (None: it could not reach Redis)."""
+        if old is TaskState.TIMED_OUT:
+            return TaskTimeout(task.max_run_time or 0)
+        if status is None:  # not our child: how it ended is unknown
+            return TaskKilled("the process running the task ended without recording an "
+                              "outcome", "unknown")
+        if os.WIFEXITED(status) and os.WEXITSTATUS(status) == EXIT_REDIS_UNAVAILABLE:
+            return None
+        return describe_exit(status)
+
+
+class InProcessRunner(TaskRunner):
+    """Runs each task in the worker's own process, one at a time."""
+
+    max_concurrency = 1
+
+    def describe(self) -> str:
+        return "in-process"
+
+    def next_process(self) -> tuple[int, str | None]:
+        return os.getpid(), process_start_time(os.getpid())
+
+    def launch(self, job: Job, queue: Queue) -> None:
+        task = RunningTask(job, queue, Origin.IN_PROCESS, pid=os.getpid())
+        self.running(task)
+        try:
+            with run_time_limit(task.max_run_time):
+                self.worker.perform(job, queue)
+            self.apply(task, Event.RECORDED)  # its outcome is dealt with, even if skipped
+        except WorkerInterrupted:
+            self.apply(task, Event.INTERRUPT)
+        finally:
+            self.apply(task, Event.ENDED)
+            self.worker.set_status("waiting")
+
+    def stop_signal(self) -> None:
+        if self.worker.on_terminate == "requeue" and len(self.tasks):
+            raise WorkerInterrupted()  # out of the task's code, in this very thread
+
+
+class ForkedRunner(TaskRunner):
+    """Runs each task in a process of its own, in a session of its own.
+
+    One spare process is forked ahead and waits on a pipe; a task is reserved and
+    started for its pid, then handed to it. Task processes say on the notices pipe when
+    their outcome is stored and when they are done, which frees their slot at once.
+    """
+
+    can_detach = True
+
+    def __init__(self, worker: Worker) -> None:
+        super().__init__(worker)
+        self._spare: Spare | None = None
+        self.notices: DoneNotices | None = None
+        self.exiting: set[int] = set()  # done with their task, not reaped yet
+        self._sigchld: Any = None
+
+    def describe(self) -> str:
+        return f"{self.worker.concurrency} forked process(es)"
+
+    def start(self) -> None:
+        self._sigchld = signal.signal(signal.SIGCHLD, _wake)  # a child's end ends a wait
+        # the objects made so far are never collected again: a task process then does
+        # not copy every page of the worker while its garbage collector walks them
+        gc.freeze()
+        self.notices = DoneNotices()
+
+    def wakeup_fds(self) -> list[int]:
+        return [self.notices.read] if self.notices else []
+
+    # -- the spare -------------------------------------------------------------------------------
+    def spare(self) -> Spare:
+        """The process forked ahead for the next task (made when missing)."""
+        if self._spare is None:
+            self._spare = Spare(self.task_process)
+        return self._spare
+
+    def next_process(self) -> tuple[int, str | None]:
+        spare = self.spare()
+        return spare.pid, spare.pstart
+
+    def drop_spare(self) -> None:
+        """Let the spare go (it exits when its pipe closes) and collect it."""
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            spare.close()
+            try:
+                os.waitpid(spare.pid, 0)
+            except ChildProcessError:
+                pass
+
+    def launch(self, job: Job, queue: Queue) -> None:
+        spare, self._spare = self.spare(), None
+        task = RunningTask(job, queue, Origin.FORKED, pid=spare.pid, pstart=spare.pstart)
+        self.running(task)
+        if not spare.hand_over(task.reservation.to_payload()):
+            # the task never ran: it goes back to the front of its queue
+            self.worker.log(f"[{task.queue_name}|{task.task_id}] its process died before the "
+                            "task reached it: back in line", logging.WARNING)
+            self.exiting.add(spare.pid)
+            self.apply(task, Event.INTERRUPT)
+            self.apply(task, Event.ENDED)
+        self.spare()  # the next one, forked while this task runs
+
+    def task_process(self, receive: Callable[[], dict | None]) -> int:
+        """The body of a spare: get ready, wait for a task (`receive`), run it."""
+        worker = self.worker
+        open_connection(worker.job_model.client())
+        slot: list[RunningTask] = []
+        watch_orphaned(lambda: slot[0] if slot else None,
+                       lambda: Scripts(private_client(worker.job_model.client()),
+                                       worker.job_model.keys()),
+                       worker.heartbeat_interval,
+                       lambda task, status: worker.log(
+                           worker.job_lost_message(task.job, task.queue, status), logging.ERROR))
+        payload = receive()
+        if payload is None:
+            return 0  # the worker stops, or replaces this spare
+        reservation = Reservation.from_payload(payload)
+        job = worker.job_model.from_reservation(reservation)
+        slot.append(RunningTask(job, worker.queue(reservation.queue), Origin.FORKED,
+                                pid=os.getpid()))
+        side = TaskProcess(worker, self.notices, slot[0])
+        worker.runner = side  # in this process, outcomes are told to the worker's process
+        return side.run()
+
+    # -- what happened -----------------------------------------------------------------------------
+    def collect(self) -> None:
+        by_pid = {pid: task for pid, task in self.tasks.by_pid().items()
+                  if task.origin is Origin.FORKED}
+        for kind, pid in self.notices.collect() if self.notices else ():
+            task = by_pid.get(pid)
+            if task is None:
+                continue
+            self.apply(task, Event.RECORDED)
+            if kind == DoneNotices.DONE:
+                self.exiting.add(pid)
+                self.apply(task, Event.ENDED)
+        self.reap_exiting()
+        for task in self.tasks.snapshot():
+            if task.origin is Origin.FORKED and task.overdue:
+                self.apply(task, Event.OVERDUE)
+        if self._spare is not None and reap([self._spare.pid]):
+            self._spare.close()
+            self._spare = None  # died while waiting: the next task gets a new one
+        for pid, status in reap(pid for pid, task in by_pid.items() if task.state is not TaskState.ENDED):
+            self.apply(by_pid[pid], Event.ENDED, status)
+        super().collect()
+        if not len(self.tasks) and self.worker.status == "running":
+            self.worker.set_status("waiting")
+
+    def reap_exiting(self, wait: bool = False) -> None:
+        """Collect the task processes that said they are done and then exited."""
+        for pid, _ in reap(self.exiting):
+            self.exiting.discard(pid)
+        if wait:
+            for pid in list(self.exiting):
+                try:
+                    os.waitpid(pid, 0)
+                except ChildProcessError:
+                    pass
+            self.exiting.clear()
+
+    # -- stopping ----------------------------------------------------------------------------------
+    def terminate(self) -> bool:
+        """Apply `on_terminate` to the running tasks; True if some were left running.
+
+        A worker ending by itself (max_loops, max_duration) waits for its tasks; the
+        policy applies to a stop signal (a second signal switches it to "requeue").
+        """
+        self.drop_spare()
+        worker = self.worker
+        deadline = None
+        if worker.end_signal_caught and worker.terminate_timeout is not None:
+            deadline = time.monotonic() + worker.terminate_timeout
+        while len(self.tasks):
+            if worker.end_signal_caught and worker.on_terminate == "detach":
+                worker.log(f"leaving {len(self.tasks)} task(s) running for the next worker of "
+                           "this host")
+                return True
+            if worker.end_signal_caught and worker.on_terminate == "requeue":
+                break
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+            worker.wait(0.2)
+            worker.collect()
+        self.interrupt_running()
+        return False
+
+    def interrupt_running(self, grace: float = INTERRUPT_GRACE) -> None:
+        """SIGTERM the task processes, SIGKILL them after `grace` seconds; each goes back
+        to the front of its queue as its process ends."""
+        for task in self.tasks.snapshot():
+            self.apply(task, Event.INTERRUPT)
+        deadline = time.monotonic() + grace
+        while len(self.tasks) and time.monotonic() < deadline:
+            time.sleep(0.05)
+            self.worker.collect()
+        for task in self.tasks.snapshot():
+            signal_group(task.pid, signal.SIGKILL)
+        while len(self.tasks):
+            time.sleep(0.02)
+            self.worker.collect()
+
+    def close(self) -> None:
+        self.drop_spare()
+        self.reap_exiting(wait=True)
+        if self.notices is not None:
+            self.notices.close()
+            self.notices = None
+        if self._sigchld is not None:
+            signal.signal(signal.SIGCHLD, self._sigchld)
+            self._sigchld = None
+
+
+class TaskProcess(TaskRunner):
+    """The runner's part inside a task process: run its one task, tell the worker how far
+    it got (outcome stored, then done)."""
+
+    def __init__(self, worker: Worker, notices: DoneNotices | None, task: RunningTask) -> None:
+        super().__init__(worker)
+        self.notices = notices
+        self.task = task
+        self._told = False
+
+    def recorded(self, job: Job) -> None:
+        if not self._told and self.notices is not None:
+            self._told = True
+            self.notices.notify(DoneNotices.RECORDED)
+
+    def run(self) -> int:
+        """Run the task; exit code 0 once its outcome is stored."""
+        worker, task = self.worker, self.task
+        worker.set_task_process_title(task)
+        try:
+            worker.perform(task.job, task.queue)
+            self.recorded(task.job)  # in case no outcome step said so (a skipped task)
+            if self.notices is not None:
+                self.notices.notify(DoneNotices.DONE)
+        except RedisUnavailable:
+            worker.log(f"[{task.queue_name}|{task.task_id}] could not record its outcome",
+                       logging.ERROR, exc_info=True)
+            return EXIT_REDIS_UNAVAILABLE
+        return 0
+
+
+def _wake(signum: int, frame: Any) -> None:
+    """SIGCHLD handler: its only job is to exist, so the signal wakes the worker's wait."""

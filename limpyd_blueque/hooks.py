@@ -1,0 +1,172 @@
+"""What a `Worker` subclass overrides: the hooks around each task and the log lines.
+
+`WorkerHooks` is the contract of README.rst's "Hooks and overridable methods": every
+method here is called by the worker's loop (`workers.Worker`) and may be overridden.
+The attributes it relies on are declared below and set by `Worker`.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from .exceptions import InvalidParameters, WorkerInterrupted
+from .liveness import listener_id_for
+from .models import Job, Queue
+from .outcomes import OutcomeRecorder, attempt_of, error_text
+from .settings import WorkerSettings
+from .values import encode
+
+if TYPE_CHECKING:
+    from .execution import TaskRunner
+
+
+class WorkerHooks(WorkerSettings):
+    """The hooks and messages of a worker; `Worker` adds the loop and its parts."""
+
+    logger: logging.Logger
+    runner: TaskRunner
+    outcomes: OutcomeRecorder
+    num_loops: int
+
+    @property
+    def elapsed(self) -> timedelta | None:
+        raise NotImplementedError
+
+    # -- identity and logging ---------------------------------------------------------------
+    @property
+    def id(self) -> str:
+        """This worker's Blueque listener id."""
+        if self.listener_id is None:
+            self.listener_id = listener_id_for()
+        return self.listener_id
+
+    def log(self, message: str, level: int = logging.INFO, exc_info: bool = False) -> None:
+        self.logger.log(level, "[%s] %s", self.id, message, exc_info=exc_info)
+
+    def perform(self, job: Job, queue: Queue) -> bool:
+        """Run a started task and record its outcome; True on success."""
+        self.job_started(job, queue)
+        try:
+            result = self.execute(job, queue)
+        except WorkerInterrupted:
+            raise
+        except (Exception, SystemExit) as exception:  # noqa: BLE001 - any task failure is recorded
+            trace = traceback.format_exc() if self.save_tracebacks else None
+            self.job_error(job, queue, exception, trace)
+            return False
+        self.job_success(job, queue, result)
+        return True
+
+    def execute(self, job: Job, queue: Queue) -> Any:
+        """Do the work: the `callback` if set, else the job's `run` method."""
+        if self.callback is not None:
+            return self.callback(job, queue)
+        return job.run(queue)
+
+    # -- outcomes (override to change what happens) ------------------------------------------------
+    def job_started(self, job: Job, queue: Queue) -> None:
+        """The task is about to run: log, then the job's `on_started` hook."""
+        if self.logger.isEnabledFor(logging.INFO):
+            self.log(self.job_started_message(job, queue))
+        job.on_started(queue)
+
+    def job_success(self, job: Job, queue: Queue, result: Any) -> None:
+        """Store the result (complete), log, then `on_success`; a lost task is skipped.
+
+        A result that cannot be stored (see `values.encode`) fails the task instead.
+        """
+        try:
+            text = encode(result, "result")
+        except InvalidParameters as error:
+            self.job_error(job, queue, error, traceback.format_exc() if self.save_tracebacks else None)
+            return
+        if not self.outcomes.complete(job, text):
+            self.job_skipped(job, queue)
+            return
+        self.runner.recorded(job)
+        if self.logger.isEnabledFor(logging.INFO):
+            self.log(self.job_success_message(job, queue, result))
+        job.on_success(queue, result)
+
+    def job_error(self, job: Job, queue: Queue, exception: BaseException,
+                  trace: str | None = None) -> None:
+        """Record a failure: requeue or fail the task, store an `Error`, log, `on_error`."""
+        requeued = self.must_requeue(job, attempt_of(job))
+        text = error_text(exception)
+        if requeued:
+            done = self.outcomes.requeue(job, text, delay=self.requeue_delay_delta,
+                                         priority_delta=self.requeue_priority_delta)
+        else:
+            done = self.outcomes.fail(job, text)
+        if not done:
+            self.job_skipped(job, queue)
+            return
+        self.runner.recorded(job)  # the worker must not take it for lost, nor kill it now
+        if self.save_errors:
+            self.outcomes.store_error(
+                self.error_model, job, queue, exception, trace if self.save_tracebacks else None,
+                **self.additional_error_fields(job, queue, exception, trace))
+        self.log(self.job_error_message(job, queue, exception, trace), logging.ERROR)
+        job.on_error(queue, exception, trace)
+        if requeued:
+            self.job_requeued(job, queue)
+
+    def must_requeue(self, job: Job, attempt: int | None) -> bool:
+        """True when a failed task goes back in line (see `requeue_times`)."""
+        if self.requeue_times <= 0 or job.must_be_cancelled_on_error:
+            return False
+        return (attempt or 1) <= self.requeue_times
+
+    def job_requeued(self, job: Job, queue: Queue) -> None:
+        """The failed task is back in line: log, then `on_requeued`."""
+        self.log(self.job_requeued_message(job, queue), logging.WARNING)
+        job.on_requeued(queue)
+
+    def job_skipped(self, job: Job, queue: Queue) -> None:
+        """A task taken but not run (not pending, or lost to another attempt): log, `on_skipped`."""
+        self.log(self.job_skipped_message(job, queue), logging.WARNING)
+        job.on_skipped(queue)
+
+    def additional_error_fields(self, job: Job, queue: Queue, exception: BaseException,
+                                trace: str | None = None) -> dict[str, Any]:
+        """Extra fields for the stored `Error` (for a subclass of `Error`); empty here."""
+        return {}
+
+    # -- log lines (override to change a message) -----------------------------------------------
+    @staticmethod
+    def _tag(job: Job, queue: Queue) -> str:
+        identifier = job.known.get("identifier")
+        return f"[{queue.pk.get()}|{job.task_id}{'|' + identifier if identifier else ''}]"
+
+    def run_started_message(self) -> str:
+        return f"started on queues {','.join(self.queues)} ({self.runner.describe()})"
+
+    def run_ended_message(self) -> str:
+        return f"terminated after {self.num_loops} task(s) in {self.elapsed}"
+
+    def job_started_message(self, job: Job, queue: Queue) -> str:
+        return f"{self._tag(job, queue)} started (attempt {job.known.get('attempt', '?')})"
+
+    def job_success_message(self, job: Job, queue: Queue, result: Any) -> str:
+        return f"{self._tag(job, queue)} complete"
+
+    def job_error_message(self, job: Job, queue: Queue, exception: BaseException,
+                          trace: str | None = None) -> str:
+        return f"{self._tag(job, queue)} failed: {type(exception).__name__}: {exception}"
+
+    def job_requeued_message(self, job: Job, queue: Queue) -> str:
+        return f"{self._tag(job, queue)} requeued in {self.requeue_delay_delta}s"
+
+    def job_skipped_message(self, job: Job, queue: Queue) -> str:
+        return f"{self._tag(job, queue)} skipped: no longer held by this worker"
+
+    def task_recovered_message(self, task_id: str, outcome: str | None) -> str:
+        where = "back to pending" if outcome == "pending" else "failed: no attempts left"
+        return f"[{task_id}] its holder is gone: {where}"
+
+    def job_lost_message(self, job: Job, queue: Queue, status: str) -> str:
+        return (f"{self._tag(job, queue)} lease lost (task now {status or 'gone'}): "
+                "stopping its process")

@@ -1,0 +1,22 @@
+-- Shared by the scripts that need a task's lease terms; prepended to them when loaded.
+-- Each term is the task's own field, else its queue's setting, else the caller's default;
+-- a value that is not a number counts as unset. One place resolves the precedence.
+local function first_number(task, settings, name, default)
+    return tonumber(redis.call('HGET', task, name))
+        or tonumber(redis.call('HGET', settings, name)) or tonumber(default)
+end
+
+-- lease_terms(task key, queue settings key, ttr, max run time, max attempts defaults)
+-- returns ttr (or 'never', kept as given), max_run_time, max_attempts (nil: none)
+local function lease_terms(task, settings, ttr, max_run_time, max_attempts)
+    local own_ttr = ttr
+    if ttr ~= 'never' then own_ttr = first_number(task, settings, 'ttr', ttr) end
+    return own_ttr, first_number(task, settings, 'max_run_time', max_run_time),
+        first_number(task, settings, 'max_attempts', max_attempts)
+end
+
+local function term_text(value)
+    if value == nil or value == 'never' then return '' end
+    if type(value) == 'number' and value <= 0 then return '' end
+    return tostring(value)
+end

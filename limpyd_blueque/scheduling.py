@@ -1,0 +1,43 @@
+"""Moving due scheduled tasks to pending, as every worker does for its queues."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    from .models import Queue
+
+logger = logging.getLogger(__name__)
+#: most due scheduled tasks one script moves to pending
+DUE_CHUNK = 1000
+
+
+class DueTasks:
+    """Every `interval` seconds, moves the due scheduled tasks of some queues to pending."""
+
+    def __init__(self, queues: list[Queue], interval: float,
+                 log: Callable[..., None] | None = None) -> None:
+        self.queues = queues
+        self.interval = interval
+        self.log = log or (lambda message, level=logging.INFO: logger.log(level, message))
+        self.next_due = 0.0  # time.monotonic() of the next move
+
+    def move(self) -> int:
+        """Move the due tasks if it is time; the number moved."""
+        now = time.monotonic()
+        if now < self.next_due:
+            return 0
+        self.next_due = now + self.interval
+        total = 0
+        for queue in self.queues:
+            while True:  # in chunks: one script never holds Redis long
+                moved = queue.enqueue_due(limit=DUE_CHUNK)
+                total += len(moved)
+                if moved:
+                    self.log(f"[{queue.pk.get()}] {len(moved)} scheduled task(s) now pending",
+                             logging.DEBUG)
+                if len(moved) < DUE_CHUNK:
+                    break
+        return total

@@ -1,0 +1,186 @@
+"""The worker's parts, each alone on a real Redis: the running-task state machine, the
+lease keeper, the outcome recorder, the due-task mover, and where each hook runs."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+from jobs import RecordingJob, events
+
+from limpyd_blueque import Job, Queue, Worker
+from limpyd_blueque.atomic import Reservation
+from limpyd_blueque.leases import LeaseKeeper, Terms
+from limpyd_blueque.outcomes import OutcomeRecorder
+from limpyd_blueque.running import TRANSITIONS, Event, Origin, RunningTask, RunningTasks, TaskState
+from limpyd_blueque.scheduling import DueTasks
+
+pytestmark = pytest.mark.timeout(60)
+LISTENER = "parts.host_1"
+
+
+def running_task(queue_name="p", attempt="1", ttr=None, max_run_time=None, origin=Origin.FORKED):
+    reservation = Reservation("t1", queue_name, {"attempt": attempt, "node": LISTENER}, ttr,
+                              max_run_time)
+    return RunningTask(Job.from_reservation(reservation), Queue.named(queue_name), origin)
+
+
+# -- the state machine ------------------------------------------------------------------------
+def test_every_state_but_running_and_timed_out_has_only_the_end_ahead(database):
+    for state in TaskState:
+        allowed = {event for (source, event) in TRANSITIONS if source is state}
+        if state is TaskState.RUNNING:
+            assert allowed == set(Event)
+        elif state is TaskState.TIMED_OUT:
+            assert allowed == {Event.RECORDED, Event.ENDED}
+        elif state is TaskState.ENDED:
+            assert allowed == set()
+        else:
+            assert allowed == {Event.ENDED}
+
+
+def test_an_event_that_does_not_apply_leaves_the_state_alone(database):
+    task = running_task()
+    assert task.move(Event.RECORDED) is TaskState.RECORDED
+    assert task.move(Event.LEASE_LOST) is None  # its own outcome moved it on: nothing to stop
+    assert task.move(Event.OVERDUE) is None
+    assert task.state is TaskState.RECORDED
+    assert task.move(Event.ENDED) is TaskState.ENDED
+    assert task.move(Event.ENDED) is None
+
+
+def test_events_posted_from_another_thread_reach_the_task_of_that_attempt_only(database):
+    woken = []
+    tasks = RunningTasks(wake=lambda: woken.append(1))
+    task = running_task()
+    tasks.add(task)
+    thread = threading.Thread(target=tasks.post, args=(task, Event.LEASE_LOST, "pending"))
+    thread.start()
+    thread.join()
+    stale = running_task(attempt="0")  # same id, an older attempt
+    tasks.post(stale, Event.ENDED)
+    assert tasks.posted() == [(task, Event.LEASE_LOST, "pending")]
+    assert woken == [1, 1]
+    assert tasks.posted() == []
+
+
+def test_only_running_tasks_have_their_lease_renewed(database):
+    tasks = RunningTasks()
+    task = running_task(ttr=9.0)
+    tasks.add(task)
+    assert tasks.leases() == [("p", "t1", 1, 9.0)]
+    task.move(Event.RECORDED)
+    assert tasks.leases() == []
+
+
+def test_a_task_is_overdue_past_its_max_run_time_only_while_running(database):
+    task = running_task(max_run_time=0.05)
+    assert not task.overdue
+    time.sleep(0.06)
+    assert task.overdue
+    task.move(Event.OVERDUE)
+    assert not task.overdue
+
+
+# -- the lease keeper ---------------------------------------------------------------------------
+@pytest.fixture
+def keeper(database):
+    queue = Queue.named("p")
+    tasks = RunningTasks()
+    keeper = LeaseKeeper(LISTENER, [queue], tasks, job_model=Job, terms=Terms(30, None, 5),
+                         heartbeat_interval=10, clean_interval=0.01)
+    keeper.start()
+    yield keeper
+    keeper.stop(detached=False)
+
+
+def test_a_beat_renews_running_leases_and_says_the_worker_is_alive(keeper, conn):
+    queue = Queue.named("p")
+    queue.enqueue("x")
+    job, reservation = Queue.reserve_from(["p"], LISTENER, pid=1, ttr=1)
+    keeper.tasks.add(RunningTask(job, queue, Origin.FORKED, pid=1))
+    before = conn.zscore("blueque:leases:p", job.task_id)
+    keeper.beat()
+    assert conn.zscore("blueque:leases:p", job.task_id) > before
+    assert conn.zscore("blueque:workers", LISTENER) == pytest.approx(time.time() + 30, abs=2)
+    assert keeper.tasks.posted() == []
+
+
+def test_a_beat_posts_lease_lost_for_a_task_another_attempt_took(keeper, conn):
+    queue = Queue.named("p")
+    queue.enqueue("x")
+    job, _ = Queue.reserve_from(["p"], LISTENER, pid=1, ttr=0.05)
+    keeper.tasks.add(RunningTask(job, queue, Origin.FORKED, pid=1))
+    time.sleep(0.1)
+    assert keeper.clean() == {job.task_id: "pending"}
+    Queue.reserve_from(["p"], "other.host_2", pid=2)
+    keeper.beat()
+    [(task, event, status)] = keeper.tasks.posted()
+    assert (task.task_id, event, status) == (job.task_id, Event.LEASE_LOST, "started")
+
+
+def test_stopping_the_keeper_forgets_the_worker_unless_tasks_were_left_running(keeper, conn):
+    assert conn.zscore("blueque:workers", LISTENER) is not None
+    keeper.stop(detached=True)
+    assert conn.zscore("blueque:workers", LISTENER) is not None
+    keeper.stop(detached=False)
+    assert conn.zscore("blueque:workers", LISTENER) is None
+
+
+# -- the outcome recorder -------------------------------------------------------------------------
+def test_an_outcome_is_recorded_once_and_refused_to_a_superseded_attempt(database, conn):
+    queue = Queue.named("p")
+    queue.enqueue("x")
+    job, _ = Queue.reserve_from(["p"], LISTENER, pid=1)
+    recorder = OutcomeRecorder(LISTENER, retry_timeout=1)
+    assert recorder.complete(job, "done") is True
+    assert recorder.complete(job, "again") is False
+    assert job.result.hget() == "done"
+    stale = Job.from_reservation(Reservation(job.task_id, "p", {"attempt": "0", "node": LISTENER}))
+    assert recorder.fail(stale, "late") is False
+    assert job.status.hget() == "complete"
+
+
+def test_an_adopted_task_is_failed_on_behalf_of_its_dead_holder(database, conn):
+    queue = Queue.named("p")
+    queue.enqueue("x")
+    job, _ = Queue.reserve_from(["p"], "dead.host_7", pid=1)
+    recorder = OutcomeRecorder(LISTENER, retry_timeout=1)
+    assert recorder.holder(job) == "dead.host_7"
+    assert recorder.fail(job, "TaskKilled: gone") is True
+    assert job.status.hget() == "failed"
+
+
+# -- the due-task mover -------------------------------------------------------------------------------
+def test_due_tasks_move_once_per_interval(database, conn):
+    queue = Queue.named("p")
+    due = DueTasks([queue], interval=3600)
+    queue.schedule("a", time.time() + 0.05)
+    time.sleep(0.06)
+    assert due.move() == 1
+    queue.schedule("b", time.time() + 0.01)
+    time.sleep(0.02)
+    assert due.move() == 0  # not before an hour
+    assert conn.llen("blueque_pending_tasks_p") == 1
+
+
+# -- where each hook runs ------------------------------------------------------------------------------
+def test_hooks_run_in_the_task_process_except_on_error_of_a_killed_task(database, conn):
+    queue = Queue.named("w")
+    ok, failing, killed = (queue.enqueue({"n": 1}), queue.enqueue({"fail": "no"}),
+                           queue.enqueue({"kill": True}))
+    Worker("w", job_model=RecordingJob, max_loops=3, timeout=0.2).run()
+    worker_pid = os.getpid()
+
+    def pids(job):
+        return {e["event"]: e["pid"] for e in events(conn, job.pk.get())}
+
+    ran = pids(ok)
+    assert ran["on_started"] == ran["run"] == ran["on_success"] != worker_pid
+    failed = pids(failing)
+    assert failed["on_started"] == failed["run"] == failed["on_error"] != worker_pid
+    crashed = pids(killed)
+    assert crashed["on_started"] == crashed["run"] != worker_pid
+    assert crashed["on_error"] == worker_pid  # its process is gone: the worker's runs it
