@@ -4,7 +4,7 @@
   back to pending, or fail once they used their attempts.
 * `deep_clean` (slow, run rarely, e.g. from `blueque clean --deep`): every task hash is
   checked against the list or set of its status, every entry of those lists and sets
-  against its hash, and every listener against its process.
+  against its hash, and every listener with `liveness.listener_is_dead`.
 
 Each fix is one atomic script that checks again what it fixes, so cleaning can run
 while workers run.
@@ -13,13 +13,12 @@ while workers run.
 from __future__ import annotations
 
 import time
-from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from .liveness import listener_is_dead, worker_records
 from .models import Job, Queue
-from .liveness import host_name, is_this_host, process_alive
-from .statuses import Status
+from .statuses import ALL, RUNNING, Status
 
 #: how many expired leases one light clean takes back per queue
 LIGHT_CLEAN_BATCH = 100
@@ -47,34 +46,19 @@ def light_clean(queue_model: type[Queue] = Queue, *, max_attempts: int | None = 
                                          max_attempts=max_attempts, why="lease expired")
 
 
-def listener_is_dead(listener_id: str, host: str, workers: dict[str, float],
-                     now: float) -> bool:
-    """True when a listener surely stopped.
-
-    A worker of this library is dead once it missed three heartbeats (`workers` maps
-    its id to the time it said it is alive until), whatever its host: two machines may
-    share a host name. Another client's listener is dead when it is on this host and its
-    process is gone.
-    """
-    if listener_id in workers:
-        return workers[listener_id] < now
-    listener_host, _, pid = listener_id.rpartition("_")
-    return (listener_host == host or is_this_host(listener_host)) and pid.isdigit() \
-        and not process_alive(int(pid))
-
-
 @dataclass
 class CleanReport:
     """What a deep clean found and fixed."""
 
-    relisted: list = field(default_factory=list)       # (task id, key) filed again
-    indexed: list = field(default_factory=list)        # held tasks given a lease entry
-    recovered: dict = field(default_factory=dict)      # task id -> outcome
-    dropped: list = field(default_factory=list)        # (key, member) with no matching task
-    unknown_status: list = field(default_factory=list)  # (task id, status): left alone
-    listeners_removed: list = field(default_factory=list)  # (queue, listener id)
+    relisted: list[tuple[str, str]] = field(default_factory=list)  # (task id, key) filed again
+    indexed: list[str] = field(default_factory=list)           # held tasks given a lease entry
+    recovered: dict[str, str] = field(default_factory=dict)    # task id -> outcome
+    dropped: list[tuple[str, str]] = field(default_factory=list)  # (key, member), no such task
+    unknown_status: list[tuple[str, str | None]] = field(default_factory=list)  # (id, status)
+    listeners_removed: list[tuple[str, str]] = field(default_factory=list)  # (queue, listener)
 
     def lines(self) -> list[str]:
+        """The report as text: one line per kind of fix, then each unknown status."""
         return [
             f"tasks filed again in their list or set: {len(self.relisted)}",
             f"held tasks indexed with an open lease: {len(self.indexed)}",
@@ -85,38 +69,31 @@ class CleanReport:
         ] + [f"  unknown status {status!r}: task {task_id}" for task_id, status in self.unknown_status]
 
 
-# where each status is filed: (key function, kind)
-_FILED = {
-    Status.PENDING: ("pending", "list"),
-    Status.SCHEDULED: ("scheduled", "zset"),
-    Status.COMPLETE: ("complete", "list"),
-    Status.FAILED: ("failed", "list"),
-}
-
-
-def _file_again(queue_model: type[Queue], task_id: str, task: dict, report: CleanReport,
-                now: float) -> None:
+def _file_again(queue_model: type[Queue], task_id: str, task: dict[str, str | None],
+                report: CleanReport, now: float) -> None:
     """File a task missing from the structure of its status (one re-checking script).
 
-    A reserved or started task goes in its queue's lease set with an open lease (`+inf`);
-    any other in its list or sorted set.
+    A held (reserved or started) task goes in its queue's lease set with an open lease
+    (`+inf`): that is where held tasks are listed (`keys.HELD_STRUCTURE`); any other in the
+    list or sorted set of its status (`keys.STATUS_STRUCTURES`).
     """
     keys, scripts = queue_model.keys(), queue_model.scripts()
-    status, name = task["status"], task["queue"]
-    if status in (Status.RESERVED.value, Status.STARTED.value):
-        if scripts.tidy("relist", task_id, keys.leases(name), "zset", status, "+inf"):
+    status, name = Status(task["status"]), str(task["queue"])
+    if status in RUNNING:
+        key, kind = keys.held_structure(name)
+        if scripts.tidy("relist", task_id, key, kind, status.value, "+inf"):
             report.indexed.append(task_id)
         return
-    wire, kind = _FILED[Status(status)]
-    key = getattr(keys, wire)(name)
-    if scripts.tidy("relist", task_id, key, kind, status, task["eta"] or now):
+    key, kind = keys.status_structure(name, status)
+    if scripts.tidy("relist", task_id, key, kind, status.value, task["eta"] or now):
         report.relisted.append((task_id, key))
 
 
-def _scan_tasks(job_model: type[Job]) -> dict[str, dict]:
+def _scan_tasks(job_model: type[Job]) -> dict[str, dict[str, str | None]]:
+    """`{task id: its status, queue, node and eta fields}` for every task hash."""
     client, keys = job_model.client(), job_model.keys()
     prefix_length = len(keys.task_prefix)
-    tasks: dict[str, dict] = {}
+    tasks: dict[str, dict[str, str | None]] = {}
     batch: list[str] = []
 
     def flush() -> None:
@@ -137,63 +114,92 @@ def _scan_tasks(job_model: type[Job]) -> dict[str, dict]:
     return tasks
 
 
-def deep_clean(queue_model: type[Queue] = Queue, *, host: str | None = None,
-               max_attempts: int | None = None, now: float | None = None) -> CleanReport:
+def deep_clean(queue_model: type[Queue] = Queue, *, max_attempts: int | None = None,
+               now: float | None = None) -> CleanReport:
     """Check every task and every Blueque structure, and fix what is out of place.
 
+    * a listener that `liveness.listener_is_dead` finds dead (its process is gone on this
+      host, or its worker stopped beating) is unregistered;
     * a task hash missing from the list or set of its status is filed there again;
-    * a reserved or started task with no lease entry is given an open one (`+inf`) when
-      its listener lives, and is taken back (see `light_clean`) when it does not;
+    * a reserved or started task held by a dead listener is taken back (see `light_clean`),
+      even with an open lease; one with no lease entry is given an open one (`+inf`) when
+      its listener lives, and is taken back when it is not registered;
     * a list, set or lease entry whose task is gone, or has another status, is dropped;
-    * a listener whose process is gone (this host) or whose worker stopped beating is
-      unregistered;
     * a task with a status outside the protocol is left alone and reported.
     """
     now = time.time() if now is None else now
-    host = host or host_name()
-    job_model, keys, scripts = queue_model.job_model, queue_model.keys(), queue_model.scripts()
-    client = queue_model.client()
     report = CleanReport()
-    tasks = _scan_tasks(job_model)
-    names = set(job_model.queue_names()) | {t["queue"] for t in tasks.values() if t["queue"]}
-    workers = dict(client.zrange(keys.workers, 0, -1, withscores=True))
+    tasks = _scan_tasks(queue_model.job_model)
+    names = sorted(set(queue_model.job_model.queue_names())
+                   | {str(task["queue"]) for task in tasks.values() if task["queue"]})
+    listeners = _unregister_dead_listeners(queue_model, names, now, report)
+    to_recover = _check_tasks(queue_model, tasks, listeners, report, now)
+    report.recovered = queue_model.scripts().recover(
+        to_recover, now, expired_only=False, max_attempts=max_attempts,
+        why="its listener is gone")
+    for name in names:
+        _drop_strays(queue_model, name, report)
+    return report
 
-    dead_listeners: dict[str, set] = defaultdict(set)
-    live_listeners: dict[str, set] = {}
-    for name in sorted(names):
-        members = client.smembers(keys.listeners(name))
-        for listener in members:
-            if listener_is_dead(listener, host, workers, now):
-                if queue_model.named(name).remove_listener(listener):
-                    report.listeners_removed.append((name, listener))
-                dead_listeners[name].add(listener)
-        live_listeners[name] = set(members) - dead_listeners[name]
 
-    held = (Status.RESERVED.value, Status.STARTED.value)
-    to_recover = []
+@dataclass
+class _Listeners:
+    """The registered listeners of each queue, split by `listener_is_dead`."""
+
+    live: dict[str, set[str]] = field(default_factory=dict)
+    dead: dict[str, set[str]] = field(default_factory=dict)
+
+
+def _unregister_dead_listeners(queue_model: type[Queue], names: list[str], now: float,
+                               report: CleanReport) -> _Listeners:
+    """Unregister the dead listeners of each queue; returns who was live and who dead."""
+    client, keys = queue_model.client(), queue_model.keys()
+    alive_until = worker_records(client, keys)
+    listeners = _Listeners()
+    for name in names:
+        members = set(client.smembers(keys.listeners(name)))
+        dead = {member for member in members if listener_is_dead(member, alive_until, now)}
+        for listener in sorted(dead):
+            if queue_model.named(name).remove_listener(listener):
+                report.listeners_removed.append((name, listener))
+        listeners.live[name], listeners.dead[name] = members - dead, dead
+    return listeners
+
+
+def _check_tasks(queue_model: type[Queue], tasks: dict[str, dict[str, str | None]],
+                 listeners: _Listeners, report: CleanReport,
+                 now: float) -> list[tuple[str, str, None, str | None]]:
+    """File again each task missing from its structure; returns the held tasks to take back
+    as `(queue, task id, any attempt, holder)`."""
+    to_recover: list[tuple[str, str, None, str | None]] = []
     for task_id, task in tasks.items():
         status, name = task["status"], task["queue"]
         if status not in Status._value2member_map_:
             report.unknown_status.append((task_id, status))
-            continue
-        if not name:
+        elif not name:
             report.unknown_status.append((task_id, f"{status} (no queue field)"))
-            continue
-        if status in held:
-            if task["node"] in dead_listeners.get(name, set()):
-                to_recover.append((name, task_id, None, task["node"]))  # even with an open lease
-            elif client.zscore(keys.leases(name), task_id) is None:
-                if task["node"] in live_listeners.get(name, set()):
-                    _file_again(queue_model, task_id, task, report, now)
-                else:
-                    to_recover.append((name, task_id, None, task["node"]))
-            continue
+        elif Status(status) not in RUNNING:
+            _file_again(queue_model, task_id, task, report, now)
+        elif _must_take_back(queue_model, task_id, task, listeners, report, now):
+            to_recover.append((name, task_id, None, task["node"]))
+    return to_recover
+
+
+def _must_take_back(queue_model: type[Queue], task_id: str, task: dict[str, str | None],
+                      listeners: _Listeners, report: CleanReport, now: float) -> bool:
+    """True when a held task must be taken back: its holder is dead (even with an open
+    lease), or it has no lease entry and its holder is not registered. A task with no lease
+    entry and a live holder is given an open lease instead."""
+    name, node = str(task["queue"]), task["node"]
+    if node in listeners.dead.get(name, set()):
+        return True
+    key, _ = queue_model.keys().held_structure(name)
+    if queue_model.client().zscore(key, task_id) is not None:
+        return False
+    if node in listeners.live.get(name, set()):
         _file_again(queue_model, task_id, task, report, now)
-    report.recovered = scripts.recover(to_recover, now, expired_only=False,
-                                       max_attempts=max_attempts, why="its listener is gone")
-    for name in sorted(names):
-        _drop_strays(queue_model, name, report)
-    return report
+        return False
+    return True
 
 
 def reindex(queue_model: type[Queue] = Queue) -> CleanReport:
@@ -216,21 +222,30 @@ def reindex(queue_model: type[Queue] = Queue) -> CleanReport:
 
 
 def _drop_strays(queue_model: type[Queue], name: str, report: CleanReport) -> None:
-    """Remove the entries of a queue's structures whose task is gone or has another status."""
-    keys, scripts, client = queue_model.keys(), queue_model.scripts(), queue_model.client()
-    checks = [(keys.pending(name), "list", "pending"), (keys.scheduled(name), "zset", "scheduled"),
-              (keys.complete(name), "list", "complete"), (keys.failed(name), "list", "failed"),
-              (keys.leases(name), "zset", "reserved started")]
-    for key, kind, statuses in checks:
-        members = client.lrange(key, 0, -1) if kind == "list" else client.zrange(key, 0, -1)
-        for task_id in set(members):
-            if scripts.tidy("unlist", task_id, key, kind, statuses):
-                report.dropped.append((key, task_id))
-    for member in client.smembers(keys.started(name)):
-        task_id = member.rpartition(" ")[2]
-        if scripts.tidy("unlist", task_id, keys.started(name), "set", "started", member):
-            report.dropped.append((keys.started(name), member))
+    """Remove the entries of a queue's structures whose task is gone or has another status.
+
+    The structures and the statuses their entries may have come from
+    `KeySpace.status_structures`; each listener's reserved list holds its held tasks.
+    """
+    keys, client = queue_model.keys(), queue_model.client()
+    for key, kind, statuses in keys.status_structures(name):
+        _drop_from(queue_model, key, kind, statuses, report)
+    held = tuple(status for status in ALL if status in RUNNING)
     for key in client.scan_iter(match=keys.reserved_pattern(name), count=1000):
-        for task_id in set(client.lrange(key, 0, -1)):
-            if scripts.tidy("unlist", task_id, key, "list", "reserved started"):
-                report.dropped.append((key, task_id))
+        _drop_from(queue_model, key, "list", held, report)
+
+
+def _drop_from(queue_model: type[Queue], key: str, kind: str, statuses: tuple[Status, ...],
+               report: CleanReport) -> None:
+    """Remove each entry of `key` whose task is gone or has none of `statuses`."""
+    scripts, client = queue_model.scripts(), queue_model.client()
+    allowed = " ".join(status.value for status in statuses)
+    if kind == "started":  # members "<listener> <pid> <task id>"
+        for member in client.smembers(key):
+            if scripts.tidy("unlist", member.rpartition(" ")[2], key, "set", allowed, member):
+                report.dropped.append((key, member))
+        return
+    members = client.lrange(key, 0, -1) if kind == "list" else client.zrange(key, 0, -1)
+    for task_id in set(members):
+        if scripts.tidy("unlist", task_id, key, kind, allowed):
+            report.dropped.append((key, task_id))

@@ -8,8 +8,8 @@ docs list it: see docs/compatibility.rst.
 
 from __future__ import annotations
 
-import os
 import socket
+import time
 from typing import Any
 
 from .atomic import NEVER_EXPIRES
@@ -17,7 +17,9 @@ from .connection import BluequeDatabase, reaching
 from .exceptions import InvalidTransition
 from .keys import DEFAULT_PREFIX
 from .models import Job, Queue, TaskData
-from .liveness import host_name, is_this_host, listener_id_for, process_alive
+from .liveness import (
+    is_this_host, listener_host_and_pid, listener_id_for, listener_is_dead, worker_records,
+)
 
 
 class Client:
@@ -113,14 +115,17 @@ class Listener:
     def claim_orphan(self) -> TaskData | None:
         """Claim a task left reserved by a dead listener of this host, as the reference does.
 
-        A listener of this host whose process is gone is unregistered, and the newest
-        task of its reserved list is returned, marked `reclaimed_node`.
+        A listener of this host (never one of this listener's pid) that
+        `liveness.listener_is_dead` finds dead is unregistered, and the newest task of its
+        reserved list is returned, marked `reclaimed_node`.
         """
-        my_pid = self.listener_id.rsplit("_", 1)[1]
+        my_pid = listener_host_and_pid(self.listener_id)[1]
+        alive_until = worker_records(self._queue.client(), self._queue.keys())
+        now = time.time()
         for listener in sorted(self._queue.listeners.smembers()):
-            other_host, _, pid = listener.rpartition("_")
-            if (not is_this_host(other_host) or pid == my_pid or not pid.isdigit()
-                    or process_alive(int(pid))):
+            other_host, pid = listener_host_and_pid(listener)
+            if (not is_this_host(other_host) or pid == my_pid
+                    or not listener_is_dead(listener, alive_until, now)):
                 continue
             if not self._queue.remove_listener(listener):
                 continue  # another listener claimed it first

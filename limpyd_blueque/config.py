@@ -11,14 +11,17 @@ import importlib
 import logging
 import os
 import sys
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from .connection import DEFAULT_URL, use_redis
 from .exceptions import ConfigurationError
 from .models import BluequeModel
-from .workers import TERMINATE_MODES, Worker
+from .settings import SETTINGS, Setting
+from .workers import Worker
 
 LOG_FORMAT = "[%(process)d] %(asctime)s (%(name)s) %(levelname)-8s %(message)s"
+#: kinds of setting given on the command line as an import path ("package.module.name")
+IMPORTED_KINDS = ("callable", "model")
 
 
 def import_string(path: str, what: str) -> Any:
@@ -35,17 +38,24 @@ def import_string(path: str, what: str) -> Any:
                                  f"module {module_name!r} has no {name!r}") from None
 
 
-def _number(kind: type, minimum: float | None = None, strict: bool = False):
+def number_option(setting: Setting[Any]) -> Callable[[str], Any]:
+    """The argparse `type=` of an "int" or "float" setting: the text as a number that fits.
+
+    The setting's own rules decide (`Setting.number_problem`); the message shows the text
+    typed, e.g. "'0' must be at least 1".
+    """
+    kind: type = int if setting.kind == "int" else float
+
     def convert(text: str) -> Any:
         try:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(
                 f"{text!r} is not {'a whole number' if kind is int else 'a number'}") from None
-        if minimum is not None and (value <= minimum if strict else value < minimum):
-            raise argparse.ArgumentTypeError(
-                f"{text!r} must be {'above' if strict else 'at least'} {minimum}")
-        return value
+        problem = setting.number_problem(value)
+        if problem:
+            raise argparse.ArgumentTypeError(f"{text!r} {problem}")
+        return setting.check(value)
     convert.__name__ = kind.__name__
     return convert
 
@@ -77,10 +87,19 @@ class WorkerConfig:
         self.options = self.parser.parse_args(argv)
 
     def make_parser(self) -> argparse.ArgumentParser:
-        from . import __version__
-
+        """The parser of `blueque-worker`: the script's options, then one per worker setting."""
         parser = OneLineParser(prog="blueque-worker",
                                description="Run a limpyd-blueque worker on some queues.")
+        self.add_script_options(parser)
+        for setting in SETTINGS:
+            if setting.cli:
+                self.add_setting_option(parser, setting)
+        return parser
+
+    def add_script_options(self, parser: argparse.ArgumentParser) -> None:
+        """The options of the script itself (`script_options`), not of the worker."""
+        from . import __version__
+
         add = parser.add_argument
         S = argparse.SUPPRESS
         add("--pythonpath", action="append", default=S, metavar="DIR",
@@ -93,55 +112,27 @@ class WorkerConfig:
         add("--no-title", action="store_true", help="do not change the process title")
         add("--redis-url", default=os.environ.get("REDIS_URL", DEFAULT_URL),
             help="the Redis server (default: $REDIS_URL, else %(default)s)")
-        add("--queues", default=S, help="queue names, comma separated, in order of preference")
-        add("--callback", default=S, metavar="PATH", help="function(job, queue) doing the work")
         add("--worker-class", default=S, metavar="PATH", help="a Worker subclass")
-        add("--job-model", default=S, metavar="PATH", help="a Job subclass")
-        add("--queue-model", default=S, metavar="PATH", help="a Queue subclass")
-        add("--error-model", default=S, metavar="PATH", help="an Error subclass")
-        add("--concurrency", type=_number(int, 1), default=S, help="tasks run at once")
-        flag = self.add_flag
-        flag(parser, "fork", "run each task in a forked process (default)",
-             "run tasks in the worker process")
-        add("--max-loops", type=_number(int, 1), default=S, help="stop after this many tasks")
-        add("--max-duration", type=_number(float, 0, strict=True), default=S,
-            help="stop after this many seconds")
-        add("--timeout", type=_number(float, 0, strict=True), default=S,
-            help="longest wait for a task (seconds) before checking whether to stop")
-        flag(parser, "terminate-gracefully", "catch SIGTERM/SIGINT to stop cleanly (default)",
-             "let SIGTERM/SIGINT kill the worker")
-        add("--on-terminate", choices=TERMINATE_MODES, default=S,
-            help="on SIGTERM/SIGINT: wait for running tasks, detach them, or requeue them")
-        add("--terminate-timeout", type=_number(float, 0), default=S,
-            help="with --on-terminate=wait: seconds before requeuing the tasks still running")
-        flag(parser, "save-errors", "store an Error for each failure (default)",
-             "do not store errors")
-        flag(parser, "save-tracebacks", "store tracebacks in errors (default)",
-             "do not store tracebacks")
-        add("--requeue-times", type=_number(int, 0), default=S,
-            help="times a failed task goes back in line (default 0)")
-        add("--requeue-delay-delta", type=_number(float, 0), default=S,
-            help="seconds before a failed task is retried (default 30)")
-        add("--requeue-priority-delta", type=_number(float), default=S,
-            help="priority change of a retried task (default -1)")
-        add("--ttr", type=_number(float, 0, strict=True), default=S,
-            help="lease length in seconds (default 60)")
-        add("--heartbeat-interval", type=_number(float, 0, strict=True), default=S,
-            help="seconds between lease renewals (default: ttr / 3)")
-        add("--max-attempts", type=_number(int, 1), default=S,
-            help="attempts before a task whose holder is lost is failed (default 5)")
-        add("--max-run-time", type=_number(float, 0, strict=True), default=S,
-            help="seconds a task may run before it is killed and failed (default: no limit)")
-        add("--clean-interval", type=_number(float, 0, strict=True), default=S,
-            help="seconds between light cleans and adoptions (default: ttr / 2)")
-        add("--outcome-retry-timeout", type=_number(float, 0), default=S,
-            help="seconds to retry recording an outcome while Redis is down (default 60)")
-        add("--schedule-interval", type=_number(float, 0, strict=True), default=S,
-            help="seconds between moves of due scheduled tasks (default 1)")
-        add("--listener-id", default=S, help="the Blueque listener id (default <host>_<pid>)")
-        add("--logger-name", default=S, help="the logger name (default limpyd-blueque)")
-        add("--logger-level", default=S, help="DEBUG, INFO, WARNING or ERROR (default INFO)")
-        return parser
+
+    def add_setting_option(self, parser: argparse.ArgumentParser, setting: Setting[Any]) -> None:
+        """The option of one worker setting, as its kind asks; absent, the worker's default."""
+        if setting.kind == "bool":
+            on, off = setting.help, f"the opposite of {setting.option}"
+            if setting.default:
+                on += " (default)"
+            else:
+                off += " (default)"
+            self.add_flag(parser, setting.option[2:], on, off)
+            return
+        options: dict[str, Any] = {"default": argparse.SUPPRESS,
+                                   "help": setting.help_with_default.replace("%", "%%")}
+        if setting.kind in ("int", "float"):
+            options["type"] = number_option(setting)
+        elif setting.kind == "choice":
+            options["choices"] = setting.choices
+        elif setting.kind in IMPORTED_KINDS:
+            options["metavar"] = "PATH"
+        parser.add_argument(setting.option, **options)
 
     @staticmethod
     def add_flag(parser: argparse.ArgumentParser, name: str, help_on: str, help_off: str) -> None:
@@ -166,11 +157,10 @@ class WorkerConfig:
         """The worker parameters the command line sets (the others keep their defaults)."""
         options = {name: value for name, value in vars(self.options).items()
                    if name not in self.script_options}
-        imports = {"callback": "callback", "job_model": "job model",
-                   "queue_model": "queue model", "error_model": "error model"}
-        for name, what in imports.items():
-            if name in options:
-                options[name] = import_string(options[name], what)
+        for setting in SETTINGS:
+            if setting.kind in IMPORTED_KINDS and setting.name in options:
+                options[setting.name] = import_string(options[setting.name],
+                                                      setting.name.replace("_", " "))
         options["update_title"] = not self.options.no_title
         return options
 

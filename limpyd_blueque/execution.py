@@ -258,14 +258,18 @@ class ForkedRunner(TaskRunner):
     def collect(self) -> None:
         by_pid = {pid: task for pid, task in self.tasks.by_pid().items()
                   if task.origin is Origin.FORKED}
+        # reaped first: every notice an ended process gave is in the pipe by now
+        ended = reap(by_pid)
         for kind, pid in self.notices.collect() if self.notices else ():
             task = by_pid.get(pid)
-            if task is None:
-                continue
-            self.apply(task, Event.RECORDED)
-            if kind == DoneNotices.DONE:
-                self.exiting.add(pid)
-                self.apply(task, Event.ENDED)
+            if task is not None:
+                self.apply(task, Event.RECORDED)
+                if kind == DoneNotices.DONE:
+                    self.exiting.add(pid)
+                    self.apply(task, Event.ENDED)
+        for pid, status in ended:
+            self.exiting.discard(pid)
+            self.apply(by_pid[pid], Event.ENDED, status)  # ignored if it said it was done
         self.reap_exiting()
         for task in self.tasks.snapshot():
             if task.origin is Origin.FORKED and task.overdue:
@@ -273,8 +277,6 @@ class ForkedRunner(TaskRunner):
         if self._spare is not None and reap([self._spare.pid]):
             self._spare.close()
             self._spare = None  # died while waiting: the next task gets a new one
-        for pid, status in reap(pid for pid, task in by_pid.items() if task.state is not TaskState.ENDED):
-            self.apply(by_pid[pid], Event.ENDED, status)
         super().collect()
         if not len(self.tasks) and self.worker.status == "running":
             self.worker.set_status("waiting")

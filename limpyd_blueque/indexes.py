@@ -11,25 +11,24 @@ another Blueque client are found like ours.
 from __future__ import annotations
 
 import uuid
-from typing import Iterable
+from typing import Any, Iterable, TypeVar
 
 from limpyd.indexes import BaseIndex
 
+from .keys import KeySpace
 from .statuses import ALL, Status
 
+T = TypeVar("T")
 
-def status_sources(keys, queue: str, status: str) -> list[tuple[str, str, str]]:
-    """The `(key, kind, status)` sources holding the tasks of `queue` with `status`."""
-    status = Status(status)
-    key, kind = {
-        Status.SCHEDULED: (keys.scheduled(queue), "zset"),
-        Status.PENDING: (keys.pending(queue), "list"),
-        Status.RESERVED: (keys.leases(queue), "zset"),
-        Status.STARTED: (keys.started(queue), "started"),
-        Status.COMPLETE: (keys.complete(queue), "list"),
-        Status.FAILED: (keys.failed(queue), "list"),
-    }[status]
-    return [(key, kind, status.value)]
+
+def status_sources(keys: KeySpace, queue: str, status: str) -> list[tuple[str, str, str]]:
+    """The `(key, kind, status)` sources holding the tasks of `queue` with `status`.
+
+    Read from `keys.STATUS_STRUCTURES`: reserved tasks through the lease set, started
+    ones through the started set. `ValueError` for a status outside the protocol.
+    """
+    key, kind = keys.status_structure(queue, status)
+    return [(key, kind, Status(status).value)]
 
 
 class WireIndex(BaseIndex):
@@ -43,7 +42,8 @@ class WireIndex(BaseIndex):
             return [str(v) for v in value]  # type: ignore[union-attr]
         return [str(value)]
 
-    def get_filtered_keys(self, suffix, *args, **kwargs):
+    def get_filtered_keys(self, suffix: str | None, *args: Any,
+                          **kwargs: Any) -> list[tuple[str, str, bool]]:
         self._check_key_accepted_key_types(kwargs.get("accepted_key_types"))
         values = self._values(suffix, args[-1])
         model = self.field._model
@@ -55,25 +55,27 @@ class WireIndex(BaseIndex):
         return [(model.materialize(pairs), "set", True)]
 
     # The protocol steps maintain the Blueque structures: nothing to store here.
-    def add(self, pk, *args, **kwargs):
+    def add(self, pk: Any, *args: Any, **kwargs: Any) -> None:
         pass
 
-    def remove(self, pk, *args, **kwargs):
+    def remove(self, pk: Any, *args: Any, **kwargs: Any) -> None:
         pass
 
-    def get_all_storage_keys(self):
+    def get_all_storage_keys(self) -> set[str]:
         return set()
 
-    def clear(self, chunk_size=1000, aggressive=False):
+    def clear(self, chunk_size: int = 1000, aggressive: bool = False) -> None:
         pass
 
-    def rebuild(self, chunk_size=1000, aggressive_clear=False):
+    def rebuild(self, chunk_size: int = 1000, aggressive_clear: bool = False) -> None:
         pass
 
 
-def temporary_key(keys) -> str:
+def temporary_key(keys: KeySpace) -> str:
+    """A fresh temporary key name for one collection filter."""
     return keys.temporary(uuid.uuid4().hex)
 
 
-def flatten(sources: Iterable[list]) -> list:
+def flatten(sources: Iterable[list[T]]) -> list[T]:
+    """The items of every group, in order."""
     return [source for group in sources for source in group]

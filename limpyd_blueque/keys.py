@@ -17,8 +17,33 @@ import re
 from functools import lru_cache
 
 from .exceptions import InvalidName
+from .statuses import ALL, FINISHED, RUNNING, Status
 
 DEFAULT_PREFIX = "blueque"
+
+# -- which structure files the tasks of each status ----------------------------------------
+# A structure is named by the `KeySpace` method giving its key from a queue name, and its
+# kind: "list" and "zset" hold task ids; "started" is a set whose members are
+# "<listener id> <pid> <task id>" (the id is the last word).
+
+#: The structure holding every task a listener holds (a status of `statuses.RUNNING`),
+#: reserved or started alike: the lease sorted set of its queue, scored by lease end. (Each
+#: listener's reserved list also holds its own held tasks: see `KeySpace.reserved`.)
+HELD_STRUCTURE: tuple[str, str] = ("leases", "zset")
+
+#: Where the tasks of each status are listed, per queue: `(KeySpace method, kind)`. Reserved
+#: tasks are listed through the lease sorted set (`HELD_STRUCTURE`, which also holds the
+#: started ones); started tasks through the started set. Collection filtering reads each
+#: status here; `KeySpace.status_structures` gives the reverse view (each structure with
+#: every status its entries may have).
+STATUS_STRUCTURES: dict[Status, tuple[str, str]] = {
+    Status.SCHEDULED: ("scheduled", "zset"),
+    Status.PENDING: ("pending", "list"),
+    Status.RESERVED: HELD_STRUCTURE,
+    Status.STARTED: ("started", "started"),
+    Status.COMPLETE: ("complete", "list"),
+    Status.FAILED: ("failed", "list"),
+}
 
 # Queue names end up inside keys and inside `SCAN` patterns, so they are limited to
 # characters that are neither glob syntax, nor whitespace, nor our own `:` separator.
@@ -97,8 +122,10 @@ class KeySpace:
         return self._wire("failed_tasks", queue)
 
     def finished(self, queue: str, status: str) -> str:
-        """The complete or failed list, by status name."""
-        return self._wire(f"{status}_tasks", queue)
+        """The complete or failed list, by status name (`ValueError` for another status)."""
+        if Status(status) not in FINISHED:
+            raise ValueError(f"{status!r} is not a finished status")
+        return self.status_structure(queue, status)[0]
 
     def started(self, queue: str) -> str:
         """Set of running tasks, members `"<listener id> <pid> <task id>"`."""
@@ -121,6 +148,37 @@ class KeySpace:
         """`SCAN` pattern matching every task hash."""
         return self._wire("task", "*")
 
+    # -- structures by status (see STATUS_STRUCTURES) -----------------------------------
+    def _structure(self, queue: str, structure: tuple[str, str]) -> tuple[str, str]:
+        method, kind = structure
+        return getattr(self, method)(queue), kind
+
+    def status_structure(self, queue: str, status: Status | str) -> tuple[str, str]:
+        """`(key, kind)` of the structure listing the tasks of `queue` that have `status`.
+
+        Raises `ValueError` for a status outside the protocol.
+        """
+        return self._structure(queue, STATUS_STRUCTURES[Status(status)])
+
+    def held_structure(self, queue: str) -> tuple[str, str]:
+        """`(key, kind)` of the structure holding every held task of `queue`: its lease set."""
+        return self._structure(queue, HELD_STRUCTURE)
+
+    def status_structures(self, queue: str) -> list[tuple[str, str, tuple[Status, ...]]]:
+        """Each structure of `queue` in `STATUS_STRUCTURES`, once, as `(key, kind, statuses)`.
+
+        `statuses` are the statuses an entry's task may have (in `statuses.ALL` order): the
+        one each structure lists, and every held status for `HELD_STRUCTURE`. The
+        per-listener reserved lists, which hold held tasks too, are not included (they are
+        found with `reserved_pattern`).
+        """
+        statuses: dict[tuple[str, str], set[Status]] = {}
+        for status, structure in STATUS_STRUCTURES.items():
+            statuses.setdefault(structure, set()).add(status)
+        statuses[HELD_STRUCTURE] |= RUNNING
+        return [(*self._structure(queue, structure), tuple(s for s in ALL if s in found))
+                for structure, found in statuses.items()]
+
     # -- keys of this library ----------------------------------------------------------
     def _own(self, *parts: str) -> str:
         return ":".join((self.prefix, *parts))
@@ -139,7 +197,8 @@ class KeySpace:
 
     @property
     def workers(self) -> str:
-        """Sorted set of this library's worker listener ids, scored by their last heartbeat."""
+        """Sorted set of this library's worker listener ids, scored by the time until which
+        each is alive (three heartbeats after its last one)."""
         return self._own("workers")
 
     def wake_channel(self, queue: str) -> str:

@@ -8,8 +8,16 @@ from __future__ import annotations
 
 import os
 import socket
+from typing import TYPE_CHECKING
 
 import psutil
+
+from .connection import reaching
+
+if TYPE_CHECKING:
+    from redis import Redis
+
+    from .keys import KeySpace
 
 
 def host_name() -> str:
@@ -104,3 +112,40 @@ def process_alive(pid: int | None, started: str | None = None) -> bool:
     return started is None or _same_start(started, process_start_time(pid))
 
 
+# -- is a listener dead? ----------------------------------------------------------------------
+def listener_host_and_pid(listener_id: str) -> tuple[str, int | None]:
+    """The host and pid of a listener id `<host>_<pid>` (pid None if not digits)."""
+    host, _, pid = listener_id.rpartition("_")
+    return host, int(pid) if pid.isdigit() else None
+
+
+def worker_records(client: Redis, keys: KeySpace) -> dict[str, float]:
+    """`{listener id: time until which it is alive}` for the workers of this library.
+
+    Read from the sorted set `keys.workers`, where each worker, at every heartbeat, says it
+    is alive until three heartbeats ahead. `RedisUnavailable` when Redis cannot be reached.
+    """
+    with reaching(client):
+        return dict(client.zrange(keys.workers, 0, -1, withscores=True))
+
+
+def listener_is_dead(listener_id: str, alive_until: dict[str, float], now: float) -> bool:
+    """True when the listener `<host>_<pid>` surely stopped.
+
+    `alive_until` holds the worker records (see `worker_records`), `now` is the time.
+
+    * A listener whose worker record says it is alive (`alive_until[id] > now`) is alive,
+      on any host: two machines may share a host name.
+    * Otherwise a listener on this host (`is_this_host`) is dead if and only if its pid
+      names no live process (`process_alive`); a listener whose pid is not digits is
+      never known dead.
+    * Otherwise (another host) it is dead if and only if it has an expired worker record:
+      a worker of this library that stopped beating. Another client's listener on another
+      host, which has no record, is not known dead: nothing here can tell.
+    """
+    if alive_until.get(listener_id, 0) > now:
+        return False
+    host, pid = listener_host_and_pid(listener_id)
+    if is_this_host(host):
+        return pid is not None and not process_alive(pid)
+    return listener_id in alive_until

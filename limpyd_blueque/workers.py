@@ -33,7 +33,6 @@ from .scheduling import DueTasks
 from .hooks import WorkerHooks
 from .values import encode, is_text
 
-LOGGER_NAME = "limpyd-blueque"
 
 
 class Worker(WorkerHooks):

@@ -69,3 +69,30 @@ def test_every_field_and_key_this_library_adds_is_documented():
     for key in (k.leases("<queue>"), k.wake_channel("<queue>"), k.queue_settings("<queue>"),
                 k.workers, k.temporary("<random>")):
         assert f"``{key}``" in doc, key
+
+
+def test_every_status_is_filed_in_exactly_one_structure_of_the_table():
+    from limpyd_blueque.keys import HELD_STRUCTURE, STATUS_STRUCTURES
+    from limpyd_blueque.statuses import RUNNING, Status
+
+    assert set(STATUS_STRUCTURES) == set(Status)
+    assert {kind for _, kind in STATUS_STRUCTURES.values()} <= {"list", "zset", "started"}
+    k = KeySpace()
+    assert k.status_structure("q", "scheduled") == ("blueque_scheduled_tasks_q", "zset")
+    assert k.status_structure("q", Status.PENDING) == ("blueque_pending_tasks_q", "list")
+    assert k.status_structure("q", "reserved") == ("blueque:leases:q", "zset")
+    assert k.status_structure("q", "started") == ("blueque_started_tasks_q", "started")
+    assert k.status_structure("q", "complete") == ("blueque_complete_tasks_q", "list")
+    assert k.status_structure("q", "failed") == ("blueque_failed_tasks_q", "list")
+    assert k.held_structure("q") == k.status_structure("q", "reserved")
+    assert HELD_STRUCTURE == STATUS_STRUCTURES[Status.RESERVED]
+    with pytest.raises(ValueError):
+        k.status_structure("q", "paused")
+    with pytest.raises(ValueError):
+        k.finished("q", "pending")
+    # the reverse view: each structure once, with every status its entries may have
+    reverse = {key: statuses for key, _, statuses in k.status_structures("q")}
+    assert len(reverse) == len(set(STATUS_STRUCTURES.values()))
+    assert set(reverse["blueque:leases:q"]) == set(RUNNING)
+    assert reverse["blueque_started_tasks_q"] == (Status.STARTED,)
+    assert reverse["blueque_pending_tasks_q"] == (Status.PENDING,)

@@ -11,7 +11,8 @@ from limpyd import fields
 from ..atomic import Reservation
 from ..connection import reaching
 from ..exceptions import ConfigurationError, InvalidTransition
-from ..keys import check_listener_id, check_queue_name
+from ..keys import STATUS_STRUCTURES, check_listener_id, check_queue_name
+from ..liveness import worker_records
 from ..values import encode
 from .base import (
     BluequeModel, QueueNameField, ReservedListField, WireListField, WireSetField,
@@ -181,9 +182,7 @@ class Queue(BluequeModel):
     @classmethod
     def worker_records(cls) -> dict[str, float]:
         """`{worker id: time until which it is alive}` of this library's workers."""
-        with reaching(cls.client()):
-            pairs = cls.client().zrange(cls.keys().workers, 0, -1, withscores=True)
-        return dict(pairs)
+        return worker_records(cls.client(), cls.keys())
 
     @classmethod
     def forget_worker(cls, listener_id: str) -> None:
@@ -203,14 +202,12 @@ class Queue(BluequeModel):
     def counts(self) -> dict[str, int]:
         """How many tasks each Blueque structure of this queue holds, in one round trip."""
         keys, name = self.keys(), self.pk.get()
+        labels = {"leases": "running"}  # the lease set holds the reserved and started tasks
+        wanted = [(labels.get(wire, status.value), *keys.status_structure(name, status))
+                  for status, (wire, _) in STATUS_STRUCTURES.items()]
         with self.client().pipeline(transaction=False) as pipe:
-            pipe.zcard(keys.scheduled(name))
-            pipe.llen(keys.pending(name))
-            pipe.zcard(keys.leases(name))
-            pipe.scard(keys.started(name))
-            pipe.llen(keys.complete(name))
-            pipe.llen(keys.failed(name))
+            for _, key, kind in wanted:
+                {"list": pipe.llen, "zset": pipe.zcard, "started": pipe.scard}[kind](key)
             with reaching(self.client()):
                 values = pipe.execute()
-        return dict(zip(("scheduled", "pending", "running", "started", "complete", "failed"),
-                        values))
+        return {label: value for (label, _, _), value in zip(wanted, values)}
