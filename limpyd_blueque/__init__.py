@@ -32,5 +32,6 @@ __all__ = [
     "BluequeDatabase", "BluequeModel", "Client", "ConfigurationError", "Error", "InvalidName",
     "InvalidParameters", "InvalidTransition", "Job", "KeySpace", "LimpydBluequeError",
     "ProtocolError", "Queue", "RedisUnavailable", "Status", "TaskData", "TaskExists",
-    "TaskKilled", "TaskNotFound", "TaskTimeout", "Worker", "WorkerInterrupted", "use_redis", "__version__",
+    "TaskKilled", "TaskNotFound", "TaskTimeout", "Worker", "WorkerInterrupted", "__version__",
+    "use_redis",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from .cleaning import deep_clean, light_clean, reindex
 from .config import OneLineParser

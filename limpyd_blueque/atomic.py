@@ -7,10 +7,11 @@ the keys (from `keys.KeySpace`) and decodes the reply. Nothing else calls Lua.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from types import MappingProxyType
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import redis
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -96,7 +97,7 @@ class Reservation:
 
     @classmethod
     def from_reply(cls, task_id: str, queue: str, flat: Sequence[str],
-                   terms: Sequence[str]) -> "Reservation":
+                   terms: Sequence[str]) -> Reservation:
         """From a script's reply: the task hash as a flat list, then its three terms."""
         ttr, max_run_time, max_attempts = (_number(term) for term in terms)
         return cls(task_id, queue, dict(zip(flat[::2], flat[1::2])), ttr, max_run_time,
@@ -109,7 +110,7 @@ class Reservation:
                 "max_attempts": self.max_attempts}
 
     @classmethod
-    def from_payload(cls, payload: Mapping[str, Any]) -> "Reservation":
+    def from_payload(cls, payload: Mapping[str, Any]) -> Reservation:
         """The reservation `to_payload` described."""
         return cls(**payload)
 
@@ -125,7 +126,7 @@ class Outcome:
     attempt: str | None = None
 
     @classmethod
-    def from_reply(cls, reply: list) -> "Outcome":
+    def from_reply(cls, reply: list[Any]) -> Outcome:
         code = int(reply[0])
         if code == 1:
             return cls(True)
@@ -148,7 +149,9 @@ class Scripts:
                 pipe.script_load(script.script)
             pipe.execute()
 
-    def _run(self, name: str, keys: Sequence[str], args: Iterable[object]) -> object:
+    def _run(self, name: str, keys: Sequence[str], args: Iterable[object]) -> Any:
+        # Any: a script's reply is whatever its Lua returns (numbers, text, nested lists);
+        # each step below reads it as its script's header describes
         try:
             return self._scripts[name](keys=list(keys), args=[_str(a) for a in args])
         except ResponseError as error:

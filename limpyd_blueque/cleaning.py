@@ -13,12 +13,13 @@ while workers run.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import cast
 
 from .liveness import listener_is_dead, worker_records
 from .models import Job, Queue
-from .statuses import ALL, RUNNING, Status
+from .statuses import ALL, RUNNING, VALUES, Status
 
 #: how many expired leases one light clean takes back per queue
 LIGHT_CLEAN_BATCH = 100
@@ -66,7 +67,8 @@ class CleanReport:
             f"entries dropped (no such task, or another status): {len(self.dropped)}",
             f"listeners removed: {len(self.listeners_removed)}",
             f"tasks with an unknown status (left alone): {len(self.unknown_status)}",
-        ] + [f"  unknown status {status!r}: task {task_id}" for task_id, status in self.unknown_status]
+        ] + [f"  unknown status {status!r}: task {task_id}"
+             for task_id, status in self.unknown_status]
 
 
 def _file_again(queue_model: type[Queue], task_id: str, task: dict[str, str | None],
@@ -157,7 +159,7 @@ def _unregister_dead_listeners(queue_model: type[Queue], names: list[str], now: 
     alive_until = worker_records(client, keys)
     listeners = _Listeners()
     for name in names:
-        members = set(client.smembers(keys.listeners(name)))
+        members = set(cast("set[str]", client.smembers(keys.listeners(name))))
         dead = {member for member in members if listener_is_dead(member, alive_until, now)}
         for listener in sorted(dead):
             if queue_model.named(name).remove_listener(listener):
@@ -174,7 +176,7 @@ def _check_tasks(queue_model: type[Queue], tasks: dict[str, dict[str, str | None
     to_recover: list[tuple[str, str, None, str | None]] = []
     for task_id, task in tasks.items():
         status, name = task["status"], task["queue"]
-        if status not in Status._value2member_map_:
+        if status not in VALUES:
             report.unknown_status.append((task_id, status))
         elif not name:
             report.unknown_status.append((task_id, f"{status} (no queue field)"))
@@ -214,7 +216,7 @@ def reindex(queue_model: type[Queue] = Queue) -> CleanReport:
     """
     report, now = CleanReport(), time.time()
     for task_id, task in _scan_tasks(queue_model.job_model).items():
-        if task["status"] not in Status._value2member_map_ or not task["queue"]:
+        if task["status"] not in VALUES or not task["queue"]:
             report.unknown_status.append((task_id, task["status"]))
         else:
             _file_again(queue_model, task_id, task, report, now)
@@ -241,11 +243,11 @@ def _drop_from(queue_model: type[Queue], key: str, kind: str, statuses: tuple[St
     scripts, client = queue_model.scripts(), queue_model.client()
     allowed = " ".join(status.value for status in statuses)
     if kind == "started":  # members "<listener> <pid> <task id>"
-        for member in client.smembers(key):
+        for member in cast("set[str]", client.smembers(key)):
             if scripts.tidy("unlist", member.rpartition(" ")[2], key, "set", allowed, member):
                 report.dropped.append((key, member))
         return
     members = client.lrange(key, 0, -1) if kind == "list" else client.zrange(key, 0, -1)
-    for task_id in set(members):
+    for task_id in set(cast("list[str]", members)):
         if scripts.tidy("unlist", task_id, key, kind, allowed):
             report.dropped.append((key, task_id))

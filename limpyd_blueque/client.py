@@ -10,16 +10,23 @@ from __future__ import annotations
 
 import socket
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .atomic import NEVER_EXPIRES
 from .connection import BluequeDatabase, reaching
 from .exceptions import InvalidTransition
 from .keys import DEFAULT_PREFIX
-from .models import Job, Queue, TaskData
 from .liveness import (
-    is_this_host, listener_host_and_pid, listener_id_for, listener_is_dead, worker_records,
+    is_this_host,
+    listener_host_and_pid,
+    listener_id_for,
+    listener_is_dead,
+    worker_records,
 )
+from .models import Job, Queue, TaskData
+
+if TYPE_CHECKING:
+    from redis.client import PubSub
 
 
 class Client:
@@ -34,19 +41,20 @@ class Client:
         self.database = BluequeDatabase(url, **redis_options)
         attrs = {"database": self.database, "namespace": prefix, "__module__": __name__}
         self.job_model: type[Job] = type("Job", (Job,), attrs)
-        self.queue_model: type[Queue] = type("Queue", (Queue,), {**attrs, "job_model": self.job_model})
+        self.queue_model: type[Queue] = type("Queue", (Queue,),
+                                             {**attrs, "job_model": self.job_model})
 
-    def get_queue(self, name: str) -> "ClientQueue":
+    def get_queue(self, name: str) -> ClientQueue:
         return ClientQueue(self.queue_model.named(name))
 
     def get_task(self, task_id: str) -> TaskData:
         """A read-only snapshot of a task; `TaskNotFound` when no such task exists."""
         return self.job_model.lazy_connect(task_id).data()
 
-    def get_listener(self, name: str) -> "Listener":
+    def get_listener(self, name: str) -> Listener:
         return Listener(self, self.queue_model.named(name))
 
-    def get_processor(self, task: TaskData) -> "Processor":
+    def get_processor(self, task: TaskData) -> Processor:
         return Processor(self.job_model.lazy_connect(task.id), task)
 
 
@@ -94,14 +102,15 @@ class Listener:
         # other's orphans on a host where both run
         self.listener_id = listener_id or listener_id_for(host=socket.getfqdn())
         self._queue.add_listener(self.listener_id)
-        self._pubsub = None
+        self._pubsub: PubSub | None = None
 
     def _wait(self) -> None:
-        if self._pubsub is None:
-            self._pubsub = self._queue.client().pubsub(ignore_subscribe_messages=True)
-            self._pubsub.subscribe(self._queue.keys().wake_channel(self._queue.pk.get()))
+        pubsub = self._pubsub
+        if pubsub is None:
+            pubsub = self._pubsub = self._queue.client().pubsub(ignore_subscribe_messages=True)
+            pubsub.subscribe(self._queue.keys().wake_channel(self._queue.pk.get()))
         with reaching(self._queue.client()):
-            self._pubsub.get_message(timeout=self.poll_interval)
+            pubsub.get_message(timeout=self.poll_interval)
 
     def listen(self) -> TaskData:
         """Block until a task is reserved for this listener, and return it."""

@@ -11,7 +11,8 @@ import importlib
 import logging
 import os
 import sys
-from typing import Any, Callable, Sequence
+from collections.abc import Sequence
+from typing import Any, Callable
 
 from .connection import DEFAULT_URL, use_redis
 from .exceptions import ConfigurationError
@@ -211,7 +212,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigurationError as error:
         print(f"blueque-worker: error: {error}", file=sys.stderr)
         return 2
-    except Exception as error:  # noqa: BLE001 - any other library error, in one line
+    except Exception as error:  # any other library error, in one line
         from .exceptions import LimpydBluequeError
 
         if isinstance(error, LimpydBluequeError):

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import contextlib
-import inspect
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import redis
 from limpyd.contrib.database import PipelineDatabase
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from . import compat
 from .exceptions import ConfigurationError, RedisUnavailable
 
 DEFAULT_URL = "redis://localhost:6379/0"
@@ -18,10 +19,11 @@ DEFAULT_URL = "redis://localhost:6379/0"
 
 def describe(client: redis.Redis) -> str:
     """A URL-like name of the server a client talks to, without any password."""
-    kwargs = client.connection_pool.connection_kwargs
+    kwargs = compat.pool_settings(client.connection_pool)
     if kwargs.get("path"):
         return f"unix://{kwargs['path']}?db={kwargs.get('db', 0)}"
-    return f"redis://{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}/{kwargs.get('db', 0)}"
+    host, port = kwargs.get("host", "localhost"), kwargs.get("port", 6379)
+    return f"redis://{host}:{port}/{kwargs.get('db', 0)}"
 
 
 @contextlib.contextmanager
@@ -50,10 +52,7 @@ def lean_connection_options() -> dict[str, Any]:
     from redis.retry import Retry
 
     options: dict[str, Any] = {"protocol": 2, "retry": Retry(NoBackoff(), 0)}
-    if "driver_info" in inspect.signature(redis.Redis.__init__).parameters:
-        options["driver_info"] = None
-    else:
-        options.update(lib_name=None, lib_version=None)
+    options.update(compat.no_client_setinfo())
     return options
 
 
@@ -102,9 +101,9 @@ def safety_warnings(client: redis.Redis) -> list[str]:
     server that refuses CONFIG (some managed services) gives no warning.
     """
     try:
-        policy = client.config_get("maxmemory-policy").get("maxmemory-policy", "")
-        appendonly = client.config_get("appendonly").get("appendonly", "no")
-        save = client.config_get("save").get("save", "")
+        policy = client.config_get("maxmemory-policy").get("maxmemory-policy") or ""
+        appendonly = client.config_get("appendonly").get("appendonly") or "no"
+        save = client.config_get("save").get("save") or ""
     except redis.ResponseError:
         return []
     warnings = []
@@ -117,7 +116,8 @@ def safety_warnings(client: redis.Redis) -> list[str]:
     return warnings
 
 
-def use_redis(url: str = DEFAULT_URL, *, check: bool = True, **client_options: object) -> BluequeDatabase:
+def use_redis(url: str = DEFAULT_URL, *, check: bool = True,
+              **client_options: object) -> BluequeDatabase:
     """Bind every limpyd-blueque model to the Redis server at `url` and return the database.
 
     With `check`, the server is pinged so that a wrong URL fails here, with a
@@ -136,9 +136,7 @@ def open_connection(client: redis.Redis) -> None:
     """Connect one connection of `client`'s pool now, sending no command."""
     pool = client.connection_pool
     try:
-        connection = pool.get_connection()
-    except TypeError:  # redis-py before 5.3 wants a command name
-        connection = pool.get_connection("PING")
+        connection = compat.checkout_connection(pool)
     except (redis.ConnectionError, redis.TimeoutError):
         return  # the first command will report it
     pool.release(connection)
@@ -146,6 +144,4 @@ def open_connection(client: redis.Redis) -> None:
 
 def private_client(client: redis.Redis) -> redis.Redis:
     """A client to the same server as `client`, with a connection pool of its own."""
-    pool = client.connection_pool
-    return redis.Redis(connection_pool=type(pool)(connection_class=pool.connection_class,
-                                                   **pool.connection_kwargs))
+    return redis.Redis(connection_pool=compat.twin_pool(client.connection_pool))

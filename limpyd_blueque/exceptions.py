@@ -32,7 +32,8 @@ class TaskNotFound(LimpydBluequeError, LookupError):
 class InvalidTransition(LimpydBluequeError):
     """A protocol step was asked of a task whose status does not allow it."""
 
-    def __init__(self, task_id: str, from_status: str | None, to_status: str, why: str = "") -> None:
+    def __init__(self, task_id: str, from_status: str | None, to_status: str,
+                 why: str = "") -> None:
         message = f"task {task_id!r} cannot go from {from_status or 'nothing'!r} to {to_status!r}"
         super().__init__(f"{message}: {why}" if why else message)
         self.task_id = task_id

@@ -22,7 +22,12 @@ from .exceptions import RedisUnavailable, TaskKilled, TaskTimeout, WorkerInterru
 from .leases import watch_orphaned
 from .liveness import process_start_time
 from .processes import (
-    EXIT_REDIS_UNAVAILABLE, DoneNotices, Spare, describe_exit, reap, run_time_limit,
+    EXIT_REDIS_UNAVAILABLE,
+    DoneNotices,
+    Spare,
+    describe_exit,
+    reap,
+    run_time_limit,
     signal_group,
 )
 from .running import Event, Origin, RunningTask, TaskState
@@ -232,7 +237,7 @@ class ForkedRunner(TaskRunner):
             self.apply(task, Event.ENDED)
         self.spare()  # the next one, forked while this task runs
 
-    def task_process(self, receive: Callable[[], dict | None]) -> int:
+    def task_process(self, receive: Callable[[], dict[str, Any] | None]) -> int:
         """The body of a spare: get ready, wait for a task (`receive`), run it."""
         worker = self.worker
         open_connection(worker.job_model.client())

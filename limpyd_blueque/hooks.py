@@ -30,6 +30,10 @@ class WorkerHooks(WorkerSettings):
     runner: TaskRunner
     outcomes: OutcomeRecorder
     num_loops: int
+    #: settings that are None until `Worker.validate` derives them from `ttr`: numbers
+    #: once the worker is made
+    heartbeat_interval: float
+    clean_interval: float
 
     @property
     def elapsed(self) -> timedelta | None:
@@ -81,7 +85,8 @@ class WorkerHooks(WorkerSettings):
         try:
             text = encode(result, "result")
         except InvalidParameters as error:
-            self.job_error(job, queue, error, traceback.format_exc() if self.save_tracebacks else None)
+            trace = traceback.format_exc() if self.save_tracebacks else None
+            self.job_error(job, queue, error, trace)
             return
         if not self.outcomes.complete(job, text):
             self.job_skipped(job, queue)

@@ -11,12 +11,14 @@ another Blueque client are found like ours.
 from __future__ import annotations
 
 import uuid
-from typing import Any, Iterable, TypeVar
+from collections.abc import Iterable
+from typing import Any, ClassVar, Protocol, TypeVar, cast
 
 from limpyd.indexes import BaseIndex
 
+from . import compat
 from .keys import KeySpace
-from .statuses import ALL, Status
+from .statuses import ALL, VALUES, Status
 
 T = TypeVar("T")
 
@@ -31,26 +33,34 @@ def status_sources(keys: KeySpace, queue: str, status: str) -> list[tuple[str, s
     return [(key, kind, Status(status).value)]
 
 
+class TaskModel(Protocol):
+    """What `WireIndex` needs of the model it indexes (`Job`)."""
+
+    def queue_names(self) -> list[str]: ...
+
+    def materialize(self, pairs: Iterable[tuple[str, str]]) -> str: ...
+
+
 class WireIndex(BaseIndex):
     """Filter tasks on `queue` or `status` (with `__eq` or `__in`) from Blueque keys."""
 
-    handled_suffixes = {None, "eq", "in"}
-    supported_key_types = {"set"}
+    handled_suffixes: ClassVar[set[str | None]] = {None, "eq", "in"}
+    supported_key_types: ClassVar[set[str]] = {"set"}
 
-    def _values(self, suffix: str | None, value: object) -> list[str]:
+    def _values(self, suffix: str | None, value: Any) -> list[str]:
         if suffix == "in":
-            return [str(v) for v in value]  # type: ignore[union-attr]
+            return [str(v) for v in value]
         return [str(value)]
 
     def get_filtered_keys(self, suffix: str | None, *args: Any,
                           **kwargs: Any) -> list[tuple[str, str, bool]]:
-        self._check_key_accepted_key_types(kwargs.get("accepted_key_types"))
+        compat.check_accepted_key_types(self, kwargs.get("accepted_key_types"))
         values = self._values(suffix, args[-1])
-        model = self.field._model
+        model = cast(TaskModel, self.model)
         if self.field.name == "queue":
             pairs = [(queue, status.value) for queue in values for status in ALL]
         else:
-            statuses = [Status(value).value for value in values if value in Status._value2member_map_]
+            statuses = [Status(value).value for value in values if value in VALUES]
             pairs = [(queue, status) for queue in model.queue_names() for status in statuses]
         return [(model.materialize(pairs), "set", True)]
 

@@ -14,7 +14,7 @@ Nothing in the library parses a key back into data: callers keep ids alongside.
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from functools import cache
 
 from .exceptions import InvalidName
 from .statuses import ALL, FINISHED, RUNNING, Status
@@ -214,7 +214,7 @@ class KeySpace:
         return self._own("tmp", token)
 
 
-@lru_cache(maxsize=None)
+@cache
 def keyspace(prefix: str = DEFAULT_PREFIX) -> KeySpace:
     """The shared `KeySpace` for a prefix."""
     return KeySpace(prefix)

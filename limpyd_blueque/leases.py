@@ -122,7 +122,7 @@ class LeaseKeeper:
         """
         records, now = self.queue_model.worker_records(), time.time()
         recovered: dict[str, str] = {}
-        for name, queue in self.queues.items():
+        for queue in self.queues.values():
             for listener in sorted(queue.listeners.smembers()):
                 if (listener == self.listener_id or not self._of_this_host(listener)
                         or not listener_is_dead(listener, records, now)):
@@ -146,8 +146,10 @@ class LeaseKeeper:
                                           self.terms.max_run_time, self.terms.max_attempts)
         if reservation is None:
             return {}
-        status, pid, pstart = (reservation.fields.get(field) for field in ("status", "pid", "pstart"))
-        if status == "started" and pid and pid.isdigit() and process_alive(int(pid), pstart or None):
+        status, pid, pstart = (reservation.fields.get(field)
+                               for field in ("status", "pid", "pstart"))
+        if (status == "started" and pid and pid.isdigit()
+                and process_alive(int(pid), pstart or None)):
             self.watch(queue, reservation, int(pid), pstart or None)
             return {}
         if status not in ("reserved", "started"):

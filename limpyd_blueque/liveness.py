@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import socket
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import psutil
 
@@ -126,7 +126,8 @@ def worker_records(client: Redis, keys: KeySpace) -> dict[str, float]:
     is alive until three heartbeats ahead. `RedisUnavailable` when Redis cannot be reached.
     """
     with reaching(client):
-        return dict(client.zrange(keys.workers, 0, -1, withscores=True))
+        pairs = client.zrange(keys.workers, 0, -1, withscores=True)
+    return dict(cast("list[tuple[str, float]]", pairs))
 
 
 def listener_is_dead(listener_id: str, alive_until: dict[str, float], now: float) -> bool:

@@ -14,13 +14,21 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable
 
 import redis
 
+from . import compat
 from .exceptions import TaskKilled, TaskTimeout
 from .liveness import process_start_time
+
+if TYPE_CHECKING:
+    from redis.client import PubSub
+
+#: what a task process is handed (`Reservation.to_payload()` and more), as JSON
+Payload = dict[str, Any]
 
 #: exit code of a task process that could not reach Redis to record its start or outcome
 EXIT_REDIS_UNAVAILABLE = 75
@@ -56,7 +64,7 @@ def fork_child(target: Callable[[], int]) -> int:
             signal.signal(signum, signal.SIG_DFL)
         signal.set_wakeup_fd(-1)
         code = target()
-    except BaseException:  # noqa: BLE001 - the child must never return into the worker
+    except BaseException:  # the child must never return into the worker
         logging.getLogger(__name__).exception("task process %d crashed", os.getpid())
         code = 1
     finally:
@@ -79,7 +87,7 @@ class Spare:
     death) makes an idle spare exit.
     """
 
-    def __init__(self, body: Callable[[Callable[[], dict | None]], int]) -> None:
+    def __init__(self, body: Callable[[Callable[[], Payload | None]], int]) -> None:
         read, write = os.pipe()
         self.pid = fork_child(lambda: self._run(read, write, body))
         os.close(read)
@@ -96,10 +104,10 @@ class Spare:
         return self._pstart
 
     @staticmethod
-    def _run(read: int, write: int, body: Callable[[Callable[[], dict | None]], int]) -> int:
+    def _run(read: int, write: int, body: Callable[[Callable[[], Payload | None]], int]) -> int:
         os.close(write)
 
-        def receive() -> dict | None:
+        def receive() -> Payload | None:
             data = b""
             while not data.endswith(b"\n"):
                 chunk = os.read(read, 65536)
@@ -107,11 +115,12 @@ class Spare:
                     return None  # closed without a task: the worker stops or replaces it
                 data += chunk
             os.close(read)
-            return json.loads(data)
+            payload: Payload = json.loads(data)
+            return payload
 
         return body(receive)
 
-    def hand_over(self, payload: dict) -> bool:
+    def hand_over(self, payload: Payload) -> bool:
         """Send the spare its task; False if the spare is gone."""
         try:
             data = json.dumps(payload).encode() + b"\n"
@@ -180,8 +189,11 @@ def reap(pids: Iterable[int]) -> list[tuple[int, int]]:
     return ended
 
 
-def signal_group(pid: int, signum: int) -> bool:
-    """Send `signum` to the process group a task child leads; False if it is gone."""
+def signal_group(pid: int | None, signum: int) -> bool:
+    """Send `signum` to the process group a task child leads; False if it is gone (or
+    its pid is not known)."""
+    if pid is None:
+        return False
     try:
         os.killpg(pid, signum)
         return True
@@ -208,41 +220,42 @@ class WakeUps:
         os.set_blocking(self._read, False)
         os.set_blocking(self._write, False)
         self._previous_fd = signal.set_wakeup_fd(self._write)
-        self.pubsub = None
+        self.pubsub: PubSub | None = None
         self._subscribe()
 
-    def _subscribe(self) -> bool:
-        """Subscribe to the channels; False when Redis cannot be reached now."""
-        pubsub = self.client.pubsub(ignore_subscribe_messages=True)
+    def _subscribe(self) -> PubSub | None:
+        """Subscribe to the channels; None when Redis cannot be reached now."""
+        pubsub: PubSub = self.client.pubsub(ignore_subscribe_messages=True)
         try:
             pubsub.subscribe(*self.channels)
         except (redis.ConnectionError, redis.TimeoutError):
             pubsub.close()
             self.pubsub = None
-            return False
+            return None
         self.pubsub = pubsub
-        return True
+        return pubsub
 
-    def _drain(self) -> bool:
+    def _drain(self, pubsub: PubSub) -> bool:
         woken = False
         try:
             while os.read(self._read, 512):
                 woken = True
         except BlockingIOError:
             pass
-        while self.pubsub.get_message(timeout=0) is not None:
+        while pubsub.get_message(timeout=0) is not None:
             woken = True
         return woken
 
     def wait(self, timeout: float) -> None:
         """Return when woken up, or after `timeout` seconds."""
-        if self.pubsub is None and not self._subscribe():
+        pubsub = self.pubsub if self.pubsub is not None else self._subscribe()
+        if pubsub is None:
             time.sleep(min(timeout, 1.0))  # Redis is away: the caller retries later
             return
         try:
-            if self._drain():
+            if self._drain(pubsub):
                 return
-            sock = getattr(self.pubsub.connection, "_sock", None)
+            sock = compat.pubsub_socket(pubsub)
             with selectors.DefaultSelector() as selector:
                 selector.register(self._read, selectors.EVENT_READ)
                 for fd in self.also:
@@ -250,13 +263,13 @@ class WakeUps:
                 if sock is not None:
                     selector.register(sock, selectors.EVENT_READ)
                 selector.select(max(timeout, 0))
-            self._drain()
+            self._drain(pubsub)
         except (redis.ConnectionError, redis.TimeoutError, OSError) as error:
             if isinstance(error, OSError) and error.errno not in (errno.EBADF, errno.EPIPE, None):
                 raise
             # the subscription is lost (Redis restarted): subscribe again at the next wait
             try:
-                self.pubsub.close()
+                pubsub.close()
             except Exception:  # noqa: BLE001 - closing a dead connection
                 pass
             self.pubsub = None
@@ -306,7 +319,7 @@ class Heartbeat(threading.Thread):
                 return
             try:
                 self.beat()
-            except Exception:  # noqa: BLE001 - a missed beat is retried at the next one
+            except Exception:  # a missed beat is retried at the next one
                 logging.getLogger(__name__).exception("heartbeat failed; retrying")
 
     def nudge(self, within: float) -> None:

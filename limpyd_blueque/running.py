@@ -195,7 +195,7 @@ class RunningTasks:
 
     def posted(self) -> list[tuple[RunningTask, Event, Any]]:
         """The events posted since the last call, for tasks still here in that attempt."""
-        found = []
+        found: list[tuple[RunningTask, Event, Any]] = []
         while True:
             try:
                 item = self._inbox.get_nowait()

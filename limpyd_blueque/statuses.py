@@ -24,3 +24,5 @@ RUNNING = frozenset({Status.RESERVED, Status.STARTED})
 #: Statuses after which a task never changes again (it may only be deleted).
 FINISHED = frozenset({Status.COMPLETE, Status.FAILED})
 ALL = tuple(Status)
+#: The status values, to check a stored `status` field without raising.
+VALUES = frozenset(status.value for status in Status)

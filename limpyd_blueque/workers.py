@@ -13,26 +13,27 @@ import logging
 import os
 import signal
 import time
-import traceback
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
 from .connection import private_client, safety_warnings
 from .exceptions import (
-    ConfigurationError, InvalidParameters, LimpydBluequeError, RedisUnavailable, TaskKilled,
+    ConfigurationError,
+    InvalidParameters,
+    LimpydBluequeError,
+    RedisUnavailable,
+    TaskKilled,
     WorkerInterrupted,
 )
 from .execution import ForkedRunner, InProcessRunner, TaskRunner
+from .hooks import WorkerHooks
 from .leases import LeaseKeeper, Terms
-from .liveness import listener_id_for
 from .models import Job, Queue
-from .outcomes import OutcomeRecorder, attempt_of, error_text
+from .outcomes import OutcomeRecorder
 from .processes import WakeUps
 from .running import RunningTask, RunningTasks
 from .scheduling import DueTasks
-from .hooks import WorkerHooks
-from .values import encode, is_text
-
+from .values import is_text
 
 
 class Worker(WorkerHooks):
@@ -129,7 +130,7 @@ class Worker(WorkerHooks):
             return None
         return (self.end_date or datetime.now(timezone.utc)) - self.start_date
 
-    # -- signals ------------------------------------------------------------------------------------
+    # -- signals -----------------------------------------------------------------------------------
     def handle_end_signal(self) -> None:
         """Catch SIGTERM and SIGINT with `catch_end_signal`."""
         for signum in (signal.SIGTERM, signal.SIGINT):
@@ -149,7 +150,7 @@ class Worker(WorkerHooks):
         self.end_forced = True
         self.runner.stop_signal()
 
-    # -- the loop -------------------------------------------------------------------------------------
+    # -- the loop ----------------------------------------------------------------------------------
     def must_stop(self) -> bool:
         """True when the worker must take no more tasks."""
         if self.end_forced:
@@ -303,7 +304,7 @@ class Worker(WorkerHooks):
             for task_id, outcome in self.keeper.clean().items():
                 self.log(self.task_recovered_message(task_id, outcome), logging.WARNING)
 
-    # -- running a task -------------------------------------------------------------------------------
+    # -- running a task ----------------------------------------------------------------------------
     def launch(self, job: Job, queue: Queue) -> None:
         """Hand a reserved task to the runner (a task process of its own, or here)."""
         if not is_text(job.known.get("parameters")):
@@ -332,7 +333,8 @@ class Worker(WorkerHooks):
         """Put an interrupted task back at the front of its queue, if it is still ours."""
         if task.job.requeue(listener_id=task.reservation.node or self.id, attempt=task.attempt,
                             front=True):
-            self.log(f"[{task.queue_name}|{task.task_id}] interrupted, back at the front of the queue")
+            self.log(f"[{task.queue_name}|{task.task_id}] interrupted, back at the front of "
+                     "the queue")
 
 
 def _set_title(title: str) -> None:
@@ -341,4 +343,4 @@ def _set_title(title: str) -> None:
     setproctitle.setproctitle(title)
 
 
-__all__ = ["Worker", "TaskKilled", "WorkerInterrupted"]
+__all__ = ["TaskKilled", "Worker", "WorkerInterrupted"]

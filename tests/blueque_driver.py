@@ -116,7 +116,7 @@ def reply(request_line: str, driver: Driver) -> dict[str, Any]:
             raise ValueError(f"unknown command {name!r}")
         command: Callable[..., Any] = getattr(driver, name)
         return {"ok": True, "value": command(**request)}
-    except Exception as error:  # every failure goes back to the caller as data
+    except Exception as error:  # noqa: BLE001 - every failure goes back to the caller as data
         return {"ok": False, "error": f"{type(error).__name__}: {error}"}
 
 

@@ -80,7 +80,7 @@ class Reference:
 
     def __init__(self, python: Path, url: str) -> None:
         self.python, self.url = python, url
-        self._stderr = tempfile.TemporaryFile(mode="w+")
+        self._stderr = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - closed by close()
         self.process = subprocess.Popen(
             [str(python), str(DRIVER), url], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=self._stderr, text=True, bufsize=1)

@@ -27,7 +27,8 @@ def run_worker(redis_url, *options, timeout=30):
 
 def test_every_option_reaches_the_worker(redis_url):
     result = run_worker(
-        redis_url, "--queues=a,b", "--callback=jobs.callback", "--worker-class=limpyd_blueque.Worker",
+        redis_url, "--queues=a,b", "--callback=jobs.callback",
+        "--worker-class=limpyd_blueque.Worker",
         "--job-model=jobs.RecordingJob", "--queue-model=limpyd_blueque.Queue",
         "--error-model=limpyd_blueque.Error", "--concurrency=3", "--fork", "--max-loops=7",
         "--max-duration=99.5", "--timeout=4", "--no-terminate-gracefully",
@@ -130,7 +131,7 @@ def long_task(redis_url, database, conn):
 
 
 def test_sigterm_with_wait_finishes_the_running_task(long_task, conn):
-    job, worker, child = long_task("--on-terminate=wait")
+    job, worker, _child = long_task("--on-terminate=wait")
     worker.send_signal(signal.SIGTERM)
     assert worker.wait(timeout=15) == 0
     assert job.status.hget() == "complete"
@@ -171,7 +172,7 @@ def test_sigterm_with_detach_leaves_the_task_running_to_completion(long_task, co
 
 
 def test_second_sigterm_interrupts_a_waiting_worker(long_task, conn):
-    job, worker, child = long_task("--on-terminate=wait", seconds="30")
+    job, worker, _child = long_task("--on-terminate=wait", seconds="30")
     worker.send_signal(signal.SIGTERM)
     time.sleep(0.3)
     assert worker.poll() is None

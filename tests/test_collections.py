@@ -49,7 +49,8 @@ def test_filter_by_queue_and_status(tasks):
 
 
 def test_filter_with_in(tasks):
-    assert ids(Job.collection(status__in=["pending", "failed"])) == {tasks["pending"], tasks["failed"]}
+    assert ids(Job.collection(status__in=["pending", "failed"])) == {tasks["pending"],
+                                                                     tasks["failed"]}
     assert ids(Job.collection(queue__in=["a", "b"])) == set(tasks.values())
 
 

@@ -147,11 +147,13 @@ def test_every_task_completes_through_killed_workers_and_a_redis_restart(tmp_pat
         wait_for(all_complete, timeout=FINISH_SECONDS, interval=0.5)
         fleet.stop()
 
-        statuses = {task_id: client.hget(f"blueque_task_{task_id}", "status") for task_id in task_ids}
+        statuses = {task_id: client.hget(f"blueque_task_{task_id}", "status")
+                    for task_id in task_ids}
         assert set(statuses.values()) == {"complete"}, f"seed {seed}"
         assert client.llen("blueque_pending_tasks_crash") == 0
         assert client.llen("blueque_complete_tasks_crash") == TASKS
-        leftovers = [key for key in client.keys("blueque_reserved_tasks_crash_*") if client.llen(key)]
+        leftovers = [key for key in client.keys("blueque_reserved_tasks_crash_*")
+                     if client.llen(key)]
         assert leftovers == [], f"seed {seed}"
         assert client.scard("blueque_started_tasks_crash") == 0, f"seed {seed}"
         assert client.zcard("blueque:leases:crash") == 0, f"seed {seed}"

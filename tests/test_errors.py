@@ -3,8 +3,13 @@
 import pytest
 
 from limpyd_blueque import (
-    ConfigurationError, InvalidName, InvalidParameters, LimpydBluequeError, Queue,
-    RedisUnavailable, use_redis,
+    ConfigurationError,
+    InvalidName,
+    InvalidParameters,
+    LimpydBluequeError,
+    Queue,
+    RedisUnavailable,
+    use_redis,
 )
 from limpyd_blueque.embedded import free_port
 
@@ -41,7 +46,7 @@ def test_an_existing_task_id_is_refused(database, conn):
 
 def test_unreachable_redis_names_the_url():
     url = f"redis://127.0.0.1:{free_port()}/3"
-    with pytest.raises(RedisUnavailable, match="cannot reach Redis at redis://127.0.0.1:.*/3"):
+    with pytest.raises(RedisUnavailable, match=r"cannot reach Redis at redis://127.0.0.1:.*/3"):
         use_redis(url)
 
 
@@ -49,7 +54,7 @@ def test_unreachable_redis_in_a_step_names_the_url(database):
     from limpyd_blueque import Client
 
     client = Client(f"redis://127.0.0.1:{free_port()}/0")
-    with pytest.raises(RedisUnavailable, match="cannot reach Redis at redis://127.0.0.1"):
+    with pytest.raises(RedisUnavailable, match=r"cannot reach Redis at redis://127.0.0.1"):
         client.get_queue("q").enqueue("x")
 
 
@@ -62,7 +67,7 @@ def test_models_refuse_to_run_unbound():
     from limpyd_blueque.connection import UnboundDatabase
 
     with pytest.raises(ConfigurationError, match="no Redis server bound"):
-        UnboundDatabase().connection
+        _ = UnboundDatabase().connection
 
 
 def test_every_error_derives_from_the_base():

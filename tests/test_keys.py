@@ -85,7 +85,7 @@ def test_every_status_is_filed_in_exactly_one_structure_of_the_table():
     assert k.status_structure("q", "complete") == ("blueque_complete_tasks_q", "list")
     assert k.status_structure("q", "failed") == ("blueque_failed_tasks_q", "list")
     assert k.held_structure("q") == k.status_structure("q", "reserved")
-    assert HELD_STRUCTURE == STATUS_STRUCTURES[Status.RESERVED]
+    assert STATUS_STRUCTURES[Status.RESERVED] == HELD_STRUCTURE
     with pytest.raises(ValueError):
         k.status_structure("q", "paused")
     with pytest.raises(ValueError):

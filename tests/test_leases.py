@@ -13,9 +13,9 @@ from jobs import RecordingJob, events
 
 from limpyd_blueque import Job, Queue, Worker
 from limpyd_blueque.atomic import Reservation
-from limpyd_blueque.liveness import host_name
 from limpyd_blueque.cleaning import deep_clean, light_clean
 from limpyd_blueque.connection import safety_warnings
+from limpyd_blueque.liveness import host_name
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -137,7 +137,7 @@ def test_killing_a_worker_and_its_task_makes_the_next_worker_run_it_again(
     workers("--ttr=1", "--max-loops=1")
     wait_for(lambda: job.status.hget() == "complete", timeout=15)
     runs = begins(conn, job)
-    assert [run["pid"] for run in runs][0] == child and len(runs) == 2
+    assert runs[0]["pid"] == child and len(runs) == 2
     assert job.attempt.hget() == "2"
 
 
@@ -217,7 +217,7 @@ def test_a_task_over_its_max_run_time_is_killed_and_failed(database, conn, fork)
     assert job.status.hget() == "failed"
     assert job.error.hget().startswith("TaskTimeout: the task ran longer than its maximum run "
                                        "time of 0.5 seconds")
-    run = [e for e in events(conn, job.pk.get()) if e["event"] == "run"][0]
+    run = next(e for e in events(conn, job.pk.get()) if e["event"] == "run")
     assert alive(run["pid"]) is not fork  # a task process is killed; in-process, interrupted
 
 

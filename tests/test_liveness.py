@@ -5,7 +5,10 @@ import os
 from helpers import dead_pid
 
 from limpyd_blueque.liveness import (
-    host_name, listener_host_and_pid, listener_id_for, listener_is_dead,
+    host_name,
+    listener_host_and_pid,
+    listener_id_for,
+    listener_is_dead,
 )
 
 NOW = 1000.0

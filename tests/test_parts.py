@@ -99,7 +99,7 @@ def keeper(database):
 def test_a_beat_renews_running_leases_and_says_the_worker_is_alive(keeper, conn):
     queue = Queue.named("p")
     queue.enqueue("x")
-    job, reservation = Queue.reserve_from(["p"], LISTENER, pid=1, ttr=1)
+    job, _ = Queue.reserve_from(["p"], LISTENER, pid=1, ttr=1)
     keeper.tasks.add(RunningTask(job, queue, Origin.FORKED, pid=1))
     before = conn.zscore("blueque:leases:p", job.task_id)
     keeper.beat()
@@ -153,7 +153,7 @@ def test_an_adopted_task_is_failed_on_behalf_of_its_dead_holder(database, conn):
     assert job.status.hget() == "failed"
 
 
-# -- the due-task mover -------------------------------------------------------------------------------
+# -- the due-task mover ----------------------------------------------------------------------
 def test_due_tasks_move_once_per_interval(database, conn):
     queue = Queue.named("p")
     due = DueTasks([queue], interval=3600)
@@ -166,7 +166,7 @@ def test_due_tasks_move_once_per_interval(database, conn):
     assert conn.llen("blueque_pending_tasks_p") == 1
 
 
-# -- where each hook runs ------------------------------------------------------------------------------
+# -- where each hook runs ---------------------------------------------------------------------
 def test_hooks_run_in_the_task_process_except_on_error_of_a_killed_task(database, conn):
     queue = Queue.named("w")
     ok, failing, killed = (queue.enqueue({"n": 1}), queue.enqueue({"fail": "no"}),

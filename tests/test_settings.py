@@ -161,7 +161,7 @@ def test_a_number_setting_refuses_booleans_and_other_types(setting, value):
 
 
 def test_an_int_setting_refuses_a_float_and_a_float_setting_takes_an_int():
-    with pytest.raises(ConfigurationError, match="max_loops must be a whole number, not 1.5"):
+    with pytest.raises(ConfigurationError, match=r"max_loops must be a whole number, not 1\.5"):
         BY_NAME["max_loops"].check(1.5)
     assert BY_NAME["ttr"].check(90) == 90
 
@@ -260,7 +260,7 @@ def test_configure_settings_checks_and_normalizes_every_setting():
 
 
 def test_configure_settings_refuses_unknown_names():
-    with pytest.raises(ConfigurationError, match="^unknown worker option\\(s\\): colour, size$"):
+    with pytest.raises(ConfigurationError, match=r"^unknown worker option\(s\): colour, size$"):
         WorkerSettings().configure_settings({"queues": "q", "size": 1, "colour": "blue"})
 
 

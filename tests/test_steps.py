@@ -107,7 +107,7 @@ def test_reserve_drops_ids_without_a_task_hash(queue, conn):
     job = queue.enqueue("real")
     conn.lpush("blueque_pending_tasks_jobs", "ghost2")  # newest, taken last
     dropped = []
-    reserved, reservation = Queue.reserve_from(["jobs"], LISTENER, on_dropped=dropped.append)
+    reserved, _ = Queue.reserve_from(["jobs"], LISTENER, on_dropped=dropped.append)
     assert dropped == ["ghost"]
     assert reserved.pk.get() == job.pk.get()
     assert conn.lrange(f"blueque_reserved_tasks_jobs_{LISTENER}", 0, -1) == [job.pk.get()]

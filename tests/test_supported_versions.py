@@ -66,8 +66,8 @@ def test_core_suite_passes_on_the_oldest_supported_versions():
          *(f"--deselect=tests/{name}" for name in LEFT_OUT), "tests"],
         cwd=ROOT, capture_output=True, text=True, timeout=800,
         env={**os.environ, "LIMPYD_BLUEQUE_INNER_RUN": "1"})
-    versions = subprocess.run([str(venv / "bin" / "python"), "-c",
-                               "import sys, redis; print(sys.version.split()[0], redis.__version__)"],
+    probe = "import sys, redis; print(sys.version.split()[0], redis.__version__)"
+    versions = subprocess.run([str(venv / "bin" / "python"), "-c", probe],
                               capture_output=True, text=True).stdout.split()
     summary = inner.stdout.strip().splitlines()[-1] if inner.stdout.strip() else inner.stderr[-500:]
     assert inner.returncode == 0, f"Python {versions}: {inner.stdout[-4000:]}{inner.stderr[-2000:]}"

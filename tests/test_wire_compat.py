@@ -23,12 +23,11 @@ from collections.abc import Iterator
 from typing import Any, Callable, Protocol
 
 import pytest
+from reference import Reference, ReferenceRaised, reference  # noqa: F401  (a fixture)
 
 from limpyd_blueque import Client, InvalidTransition, Job, Queue, TaskNotFound
 from limpyd_blueque.client import Listener
 from limpyd_blueque.liveness import listener_id_for
-
-from reference import Reference, ReferenceRaised, reference  # noqa: F401  (a fixture)
 
 QUEUE = "wire.compat"
 PARAMETERS = '{"video": "a.mp4", "size": [1280, 720]}'
@@ -363,7 +362,8 @@ class ModelsSide:
         raise NotImplementedError("claiming orphans is a Client feature")
 
     def die_holding_next_task(self, queue: str) -> str | None:
-        return ModelsSide(self.ids, listener_id_for(pid=dead_pid(), host=socket.getfqdn())).listen(queue)
+        dead = listener_id_for(pid=dead_pid(), host=socket.getfqdn())
+        return ModelsSide(self.ids, dead).listen(queue)
 
 
 # -- running a scenario twice --------------------------------------------------------------
@@ -794,7 +794,7 @@ def test_deleting_an_unfinished_task_raises_invalid_transition_where_blueque_rai
     """Neither library deletes a pending task; each refuses with its own exception."""
     task = driver.enqueue(QUEUE, PARAMETERS)
     before = raw_state(conn)
-    with pytest.raises(ReferenceRaised, match="^ValueError: Cannot delete task with status"):
+    with pytest.raises(ReferenceRaised, match=r"^ValueError: Cannot delete task with status"):
         driver.delete_task(QUEUE, task)
     with pytest.raises(InvalidTransition):
         limpyd_client.get_queue(QUEUE).delete_task(limpyd_client.get_task(task))
@@ -805,7 +805,7 @@ def test_parameters_that_are_not_text_are_stored_as_json_where_blueque_refuses_t
         driver: Reference, limpyd_client: Client, database, conn):
     """A dict is stored as compact JSON by limpyd-blueque, which the reference reads back
     as the text its own users pass; the reference cannot store it at all."""
-    with pytest.raises(ReferenceRaised, match="^DataError"):
+    with pytest.raises(ReferenceRaised, match=r"^DataError"):
         driver.enqueue(QUEUE, {"video": "a.mp4"})
     assert conn.keys("*") == []
     task = limpyd_client.get_queue(QUEUE).enqueue({"video": "a.mp4"})

@@ -53,7 +53,8 @@ def test_hooks_run_in_order_around_a_failing_task(queue, conn, fork):
     assert job.status.hget() == "failed"
     assert job.error.hget() == "ValueError: bad input"
     error = Error.collection_for_job(job).instances()[0]
-    assert (error.type.hget(), error.code.hget(), error.message.hget()) == ("ValueError", "42", "bad input")
+    stored = (error.type.hget(), error.code.hget(), error.message.hget())
+    assert stored == ("ValueError", "42", "bad input")
     assert "Traceback" in error.traceback.hget()
 
 
@@ -265,10 +266,10 @@ def test_an_error_stored_in_two_round_trips_is_what_limpyd_itself_would_store(
         if conn.type(key) == "set" and key != "blueque:error:collection":
             assert conn.sismember(key, by_limpyd.pk.get()) == conn.sismember(key, fast), key
     members = conn.zrange("blueque:error:date:text-range", 0, -1)
-    theirs = [m for m in members if m.endswith(f":{by_limpyd.pk.get()}")][0]
+    theirs = next(m for m in members if m.endswith(f":{by_limpyd.pk.get()}"))
     assert theirs[:-len(by_limpyd.pk.get())] + fast in members
-    assert {e.pk.get() for e in Error.collection(date="2026-11-22", type="CodedError").instances()} == {
-        by_limpyd.pk.get(), fast}
+    found = Error.collection(date="2026-11-22", type="CodedError").instances()
+    assert {e.pk.get() for e in found} == {by_limpyd.pk.get(), fast}
 
 
 def test_unknown_error_fields_are_refused_before_anything_is_written(database, conn):
@@ -298,5 +299,5 @@ def test_a_task_whose_spare_process_died_goes_back_in_line(queue, conn):
 
 
 def test_a_heartbeat_slower_than_the_lease_is_refused():
-    with pytest.raises(ConfigurationError, match="heartbeat_interval .* at most half of ttr"):
+    with pytest.raises(ConfigurationError, match=r"heartbeat_interval .* at most half of ttr"):
         Worker("q", ttr=10, heartbeat_interval=6)

@@ -3,24 +3,29 @@
 from __future__ import annotations
 
 from copy import copy
-from typing import Any
+from typing import Any, TypeVar, cast
 
+import redis
 from limpyd import fields
+from limpyd.contrib.database import PipelineDatabase
 from limpyd.exceptions import DoesNotExist
 from limpyd.model import RedisModel
 
+from .. import compat
 from ..atomic import Scripts
 from ..connection import UnboundDatabase
 from ..exceptions import ProtocolError
 from ..keys import DEFAULT_PREFIX, KeySpace, check_queue_name, keyspace
+
+M = TypeVar("M", bound="BluequeModel")
 
 
 class BluequeModel(RedisModel):
     """Base of the models: one database, and `namespace` doubles as the key prefix."""
 
     abstract = True
-    namespace = DEFAULT_PREFIX
-    database = UnboundDatabase()
+    namespace: str = DEFAULT_PREFIX
+    database: PipelineDatabase = UnboundDatabase()
 
     @classmethod
     def keys(cls) -> KeySpace:
@@ -30,13 +35,13 @@ class BluequeModel(RedisModel):
     @classmethod
     def scripts(cls) -> Scripts:
         """The protocol scripts on this model's connection (registered once)."""
-        cache = cls.database.__dict__.setdefault("_blueque_scripts", {})
+        cache: dict[str, Scripts] = cls.database.__dict__.setdefault("_blueque_scripts", {})
         if cls.namespace not in cache:
             cache[cls.namespace] = Scripts(cls.database.connection, cls.keys())
         return cache[cls.namespace]
 
     @classmethod
-    def client(cls):
+    def client(cls) -> redis.Redis:
         """The redis-py client of this model's database."""
         return cls.database.connection
 
@@ -46,45 +51,50 @@ class BluequeModel(RedisModel):
     # `lazy_connect` instead gets each field the first time it is used, as limpyd would
     # have made it.
     @classmethod
-    def lazy_connect(cls, pk: Any) -> "BluequeModel":
+    def lazy_connect(cls: type[M], pk: Any) -> M:
         """An instance for `pk`, not checked for existence (as limpyd's), made lightly."""
-        instance = cls.__new__(cls)
-        instance.lockable = cls.lockable
-        instance._connected = False
-        instance._init_fields = set()
-        instance.get_field = instance.get_instance_field
-        instance.get_fields = instance.get_instance_fields
-        instance._pk = cls._redis_attr_pk.normalize(pk)
-        return instance
+        return compat.light_instance(cls, pk)
 
     def __getattr__(self, name: str) -> Any:
         # only reached for attributes not set yet: the fields of a light instance
         cls = type(self)
         if name == "pk":
-            name = cls._redis_attr_pk.name
+            name = compat.pk_field_name(cls)
             if name == "pk":
                 return self._attach_field("pk")
             return getattr(self, name)
-        if not name.startswith("_") and name in cls._fields:
+        if not name.startswith("_") and name in compat.field_names(cls):
             return self._attach_field(name)
         raise AttributeError(f"{cls.__name__!r} object has no attribute {name!r}")
 
     def _attach_field(self, name: str) -> Any:
         field = copy(type(self).get_class_field(name))
-        field._attach_to_instance(self)
+        compat.bind_field(field, self)
         self.__dict__[name] = field
-        if name == type(self)._redis_attr_pk.name:
+        if name == compat.pk_field_name(type(self)):
             self.__dict__["pk"] = field
         return field
 
 
+def _owner(field: fields.RedisField) -> BluequeModel:
+    """The instance a field of a Blueque model belongs to."""
+    return cast(BluequeModel, compat.field_instance(field))
+
+
+def _owner_model(field: fields.RedisField) -> type[BluequeModel]:
+    """The Blueque model a field belongs to."""
+    return cast("type[BluequeModel]", compat.field_model(field))
+
+
 # -- fields whose key is a Blueque key -------------------------------------------------
-def _wire_field(base: type) -> type:
-    class WireField(base):  # type: ignore[misc, valid-type]
+F = TypeVar("F", bound=fields.RedisField)
+
+
+def _wire_field(base: type[F]) -> type[F]:
+    class WireField(base):  # type: ignore[valid-type, misc]
         """A field stored at the Blueque key `KeySpace.<wire>(queue name)`."""
 
-        _copy_conf = copy(base._copy_conf)
-        _copy_conf["kwargs"] = _copy_conf["kwargs"] + ["wire"]
+        _copy_conf = compat.copy_conf_with(base, "wire")
 
         def __init__(self, *args: Any, wire: str, **kwargs: Any) -> None:
             self.wire = wire
@@ -92,7 +102,9 @@ def _wire_field(base: type) -> type:
 
         @property
         def key(self) -> str:
-            return getattr(self._instance.keys(), self.wire)(self._instance.pk.get())
+            owner = _owner(self)
+            key: str = getattr(owner.keys(), self.wire)(owner.pk.get())
+            return key
 
     WireField.__name__ = f"Wire{base.__name__}"
     return WireField
@@ -112,19 +124,19 @@ class ReservedListField(fields.ListField):
 
     @property
     def key(self) -> str:
-        return self._instance.keys().reserved(self._instance.pk.get(), self.listener_id)
+        owner = _owner(self)
+        return owner.keys().reserved(owner.pk.get(), self.listener_id)
 
 
-class ProtocolField(fields.InstanceHashField):
+class ProtocolField(compat.CommandCheck, fields.InstanceHashField):
     """A task field only the protocol steps may change (its value files the task)."""
 
-    def _call_command(self, name: str, *args: Any, **kwargs: Any) -> Any:
+    def check_command(self, name: str) -> None:
         if name in self.available_modifiers:
             raise ProtocolError(
                 f"the {self.name!r} of a task changes only through the protocol steps "
                 "(enqueue, reserve, start, complete, fail, delete)"
             )
-        return super()._call_command(name, *args, **kwargs)
 
 
 class TaskIdField(fields.PKField):
@@ -135,15 +147,14 @@ class TaskIdField(fields.PKField):
             value = value or self.get()
         except (AttributeError, DoesNotExist):
             return False
-        return bool(self.connection.exists(self._model.keys().task(value)))
+        return bool(self.connection.exists(_owner_model(self).keys().task(value)))
 
     def set(self, value: str) -> int:
         # A limpyd model adds its pks to a collection set; tasks are listed by the
         # Blueque structures instead, so only the in-memory pk is set.
-        if self._set:
+        if compat.pk_is_set(self):
             raise ValueError("a task id cannot be changed")
-        self._instance._set_pk(self._validate(value))
-        self._set = True
+        compat.set_pk_in_memory(self, value)
         return 1
 
 
@@ -158,7 +169,7 @@ class QueueNameField(fields.PKField):
             value = value or self.get()
         except (AttributeError, DoesNotExist):
             return False
-        return self.connection.zscore(self._model.keys().queues, value) is not None
+        return self.connection.zscore(_owner_model(self).keys().queues, value) is not None
 
     def set(self, value: str) -> int:
         raise ProtocolError("queues are created by the protocol steps, not by the ORM")

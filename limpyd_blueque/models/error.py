@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timezone
-from typing import Any, Sequence
+from typing import Any
 
 from limpyd import fields
 from limpyd.contrib.collection import ExtendedCollectionManager
 from limpyd.indexes import EqualIndex, TextRangeIndex
 
+from .. import compat
 from ..connection import reaching
 from ..exceptions import ConfigurationError
 from .base import BluequeModel
@@ -63,7 +65,7 @@ class Error(BluequeModel):
     @classmethod
     def add_error(cls, queue_name: str, job: Job, error: BaseException,
                   when: datetime | None = None, trace: str | None = None,
-                  **additional_fields: Any) -> "Error":
+                  **additional_fields: Any) -> Error:
         """Store `error` raised by `job` of `queue_name`, at `when` (default: now, UTC).
 
         Two round trips: see `add_errors`.
@@ -88,18 +90,16 @@ class Error(BluequeModel):
             return []
         connection = cls.get_connection()
         with reaching(connection):
-            last = connection.incrby(cls.make_key(cls._name, "max_pk"), len(records))
+            last = connection.incrby(compat.model_key(cls, "max_pk"), len(records))
             pks = [str(pk) for pk in range(last - len(records) + 1, last + 1)]
             collection = cls.get_field("pk").collection_key
             with cls.database.pipeline(transaction=True) as pipe:
                 for pk, values in zip(pks, records):
-                    pipe.hset(cls.make_key(cls._name, pk, "hash"), mapping=values)
+                    mapping: dict[Any, str] = values  # redis-py types keys as its own union
+                    pipe.hset(compat.model_key(cls, pk, "hash"), mapping=mapping)
                     pipe.sadd(collection, pk)
                     for name, value in values.items():
-                        field = cls.get_class_field(name)
-                        for index in field._indexes if field.indexable else ():
-                            index.add(pk, value, check_uniqueness=False)
-                            index._reset_rollback_cache(pk)
+                        compat.index_value(cls.get_class_field(name), pk, value)
                 pipe.execute()
         return pks
 
@@ -112,4 +112,7 @@ class Error(BluequeModel):
     @property
     def datetime(self) -> datetime:
         """When the error happened (UTC)."""
-        return datetime.fromtimestamp(float(self.timestamp.hget()), timezone.utc)
+        timestamp = self.timestamp.hget()
+        if timestamp is None:
+            raise TypeError(f"error {self.pk.get()!r} has no timestamp")
+        return datetime.fromtimestamp(float(timestamp), timezone.utc)

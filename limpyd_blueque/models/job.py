@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, cast
 
 from limpyd import fields
 from limpyd.collection import CollectionManager
 from limpyd.exceptions import DoesNotExist
 
+from .. import compat
 from ..atomic import Outcome, Reservation
 from ..connection import reaching
 from ..exceptions import InvalidTransition, ProtocolError, TaskNotFound
@@ -26,16 +28,14 @@ if TYPE_CHECKING:
 _NOTHING: Mapping[str, str] = MappingProxyType({})
 
 
-class JobCollectionManager(CollectionManager):
+class JobCollectionManager(compat.UnfilteredSet, CollectionManager):
     """Collections of tasks; with no filter, every task any queue structure lists."""
 
-    def _get_final_set(self, sets, pk, sort_options):
-        if not sets and pk is None:
-            everything = self.model.materialize(
-                [(queue, status.value) for queue in self.model.queue_names() for status in Status])
-            final_set, _ = super()._get_final_set([everything], pk, sort_options)
-            return final_set, True
-        return super()._get_final_set(sets, pk, sort_options)
+    model: type[Job]
+
+    def unfiltered_set(self) -> str:
+        return self.model.materialize(
+            [(queue, status.value) for queue in self.model.queue_names() for status in Status])
 
 
 @dataclass(frozen=True)
@@ -54,13 +54,13 @@ class TaskData:
     updated: float | None
     eta: float | None
     attempt: int
-    extra: dict
+    extra: dict[str, str]
 
     BLUEQUE_FIELDS = ("status", "queue", "parameters", "result", "error", "node", "pid",
                       "created", "updated", "eta")
 
     @classmethod
-    def from_hash(cls, task_id: str, data: dict) -> "TaskData":
+    def from_hash(cls, task_id: str, data: Mapping[str, str]) -> TaskData:
         def number(name: str, kind: type) -> Any:
             value = data.get(name)
             if value in (None, ""):
@@ -116,7 +116,7 @@ class Job(BluequeModel):
     always_cancel_on_error = False
 
     #: the Blueque fields (every Blueque client writes them)
-    BLUEQUE_FIELDS = TaskData.BLUEQUE_FIELDS + ("reclaimed_node",)
+    BLUEQUE_FIELDS = (*TaskData.BLUEQUE_FIELDS, "reclaimed_node")
     #: the fields this library adds to a task hash (other Blueque clients ignore them)
     OWN_FIELDS = ("attempt", "ttr", "identifier", "priority", "cancel_on_error",
                   "max_attempts", "max_run_time", "pstart")
@@ -124,9 +124,8 @@ class Job(BluequeModel):
     @property
     def task_id(self) -> str:
         """The task id (what `pk.get()` returns, without making the pk field)."""
-        if getattr(self, "_pk", None) is None:
-            return self.pk.get()
-        return self._pk
+        task_id = compat.cached_pk(self)
+        return self.pk.get() if task_id is None else task_id
 
     @property
     def key(self) -> str:
@@ -147,14 +146,14 @@ class Job(BluequeModel):
         return self.task.fields if self.task is not None else _NOTHING
 
     @classmethod
-    def from_reservation(cls, reservation: Reservation) -> "Job":
+    def from_reservation(cls, reservation: Reservation) -> Job:
         """The `Job` of a reserved task, remembering its reservation."""
         job = cls.lazy_connect(reservation.task_id)
         job.task = reservation
         return job
 
     def connect(self) -> None:
-        task_id = self._pk
+        task_id = compat.cached_pk(self)
         try:
             super().connect()
         except DoesNotExist:
@@ -162,7 +161,7 @@ class Job(BluequeModel):
 
     # -- reading ----------------------------------------------------------------------
     @classmethod
-    def load(cls, task_id: str) -> "Job":
+    def load(cls, task_id: str) -> Job:
         """The task with this id; `TaskNotFound` if its hash does not exist."""
         with reaching(cls.client()):
             return cls(task_id)
@@ -170,7 +169,7 @@ class Job(BluequeModel):
     def data(self) -> TaskData:
         """Every field of the task, read at once and typed."""
         with reaching(self.client()):
-            values = self.connection.hgetall(self.key)
+            values = cast("dict[str, str]", self.connection.hgetall(self.key))
         if not values:
             raise TaskNotFound(self.task_id)
         return TaskData.from_hash(self.task_id, values)
@@ -178,7 +177,7 @@ class Job(BluequeModel):
     @classmethod
     def queue_names(cls) -> list[str]:
         """Every queue `blueque_queues` lists."""
-        return list(cls.client().zrange(cls.keys().queues, 0, -1))
+        return cast("list[str]", cls.client().zrange(cls.keys().queues, 0, -1))
 
     @classmethod
     def materialize(cls, pairs: Iterable[tuple[str, str]]) -> str:
@@ -277,28 +276,29 @@ class Job(BluequeModel):
         return bool(self.always_cancel_on_error or self.cancel_on_error.hget())
 
     # -- hooks a subclass overrides: called by the worker, in the process running the task
-    def run(self, queue: "Queue") -> Any:
+    def run(self, queue: Queue) -> Any:
         """The work of the task; its return value becomes the task result.
 
         Override it in a subclass, or give the worker a `callback`. By default it
         raises `NotImplementedError`, which fails the task.
         """
         raise NotImplementedError(
-            f"{type(self).__name__}.run is not implemented: subclass Job or give the worker a callback")
+            f"{type(self).__name__}.run is not implemented: subclass Job or give the worker "
+            "a callback")
 
-    def on_started(self, queue: "Queue") -> None:
+    def on_started(self, queue: Queue) -> None:
         """Called just before the task runs; default does nothing."""
 
-    def on_success(self, queue: "Queue", result: Any) -> None:
+    def on_success(self, queue: Queue, result: Any) -> None:
         """Called after the result is stored; default does nothing."""
 
-    def on_error(self, queue: "Queue", exception: BaseException, trace: str | None) -> None:
+    def on_error(self, queue: Queue, exception: BaseException, trace: str | None) -> None:
         """Called after the failure is stored (and the task requeued, if it is); no-op."""
 
-    def on_skipped(self, queue: "Queue") -> None:
+    def on_skipped(self, queue: Queue) -> None:
         """Called when a task taken from a queue is not run (not pending, or lost); no-op."""
 
-    def on_requeued(self, queue: "Queue") -> None:
+    def on_requeued(self, queue: Queue) -> None:
         """Called after a failed task was put back in line for another attempt; no-op."""
 
     def delete(self) -> None:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any, Callable, Sequence
+from collections.abc import Sequence
+from typing import Any, Callable, cast
 
 from limpyd import fields
 
+from .. import compat
 from ..atomic import Reservation
 from ..connection import reaching
 from ..exceptions import ConfigurationError, InvalidTransition
@@ -15,7 +17,11 @@ from ..keys import STATUS_STRUCTURES, check_listener_id, check_queue_name
 from ..liveness import worker_records
 from ..values import encode
 from .base import (
-    BluequeModel, QueueNameField, ReservedListField, WireListField, WireSetField,
+    BluequeModel,
+    QueueNameField,
+    ReservedListField,
+    WireListField,
+    WireSetField,
     WireSortedSetField,
 )
 from .job import Job
@@ -68,11 +74,11 @@ class Queue(BluequeModel):
 
     def settings(self) -> dict[str, float]:
         """The queue's own settings that are set."""
-        values = self.client().hgetall(self.key)
+        values = cast("dict[str, str]", self.client().hgetall(self.key))
         return {name: float(value) for name, value in values.items()}
 
     @classmethod
-    def named(cls, name: str) -> "Queue":
+    def named(cls, name: str) -> Queue:
         """The queue called `name`, whether or not it holds anything yet."""
         return cls.lazy_connect(check_queue_name(name))
 
@@ -80,14 +86,14 @@ class Queue(BluequeModel):
         """The reserved list of `listener_id` on this queue, as a limpyd list field."""
         field = ReservedListField(check_listener_id(listener_id))
         field.name = f"reserved_{listener_id}"
-        field._attach_to_model(type(self))
-        field._attach_to_instance(self)
+        compat.bind_new_field(field, type(self), self)
         return field
 
     @classmethod
     def listener_counts(cls) -> dict[str, int]:
         """`blueque_queues`: every queue name with its number of listeners."""
-        pairs = cls.client().zrange(cls.keys().queues, 0, -1, withscores=True)
+        pairs = cast("list[tuple[str, float]]",
+                     cls.client().zrange(cls.keys().queues, 0, -1, withscores=True))
         return {name: int(score) for name, score in pairs}
 
     # -- producer steps -----------------------------------------------------------------
@@ -162,8 +168,9 @@ class Queue(BluequeModel):
         reservation, dropped = cls.scripts().reserve(
             names, check_listener_id(listener_id), time.time(), pid=pid, pstart=pstart,
             ttrs=[ttr] * len(names), max_run_time=max_run_time, max_attempts=max_attempts)
-        for task_id in dropped if on_dropped is not None else ():
-            on_dropped(task_id)
+        if on_dropped is not None:
+            for task_id in dropped:
+                on_dropped(task_id)
         if reservation is None:
             return None, None
         return (job_model or cls.job_model).from_reservation(reservation), reservation

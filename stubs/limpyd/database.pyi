@@ -1,0 +1,16 @@
+from typing import Any
+
+import redis
+
+from .indexes import BaseIndex
+
+class RedisDatabase:
+    default_indexes: list[type[BaseIndex]] | None
+    connection_settings: dict[str, Any]
+    def __init__(self, **connection_settings: Any) -> None: ...
+    def connect(self, **settings: Any) -> redis.Redis: ...
+    def reset(self, **connection_settings: Any) -> None: ...
+    @property
+    def connection(self) -> redis.Redis: ...
+    @property
+    def redis_version(self) -> tuple[int, ...]: ...
