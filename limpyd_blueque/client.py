@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from .atomic import NEVER_EXPIRES
 from .connection import BluequeDatabase, reaching
-from .exceptions import InvalidTransition
+from .exceptions import InvalidTransition, TaskNotFound
 from .keys import DEFAULT_PREFIX
 from .liveness import (
     is_this_host,
@@ -23,7 +23,7 @@ from .liveness import (
     listener_is_dead,
     worker_records,
 )
-from .models import Job, Queue, TaskData
+from .models import Error, Job, Queue, TaskData
 
 if TYPE_CHECKING:
     from redis.client import PubSub
@@ -33,8 +33,8 @@ class Client:
     """Connection to a Blueque system; makes queues, listeners, processors and tasks.
 
     `Client(url)` takes the same URL as the reference client. Its models are private
-    subclasses of `Job` and `Queue` bound to this client's own database, so clients on
-    different servers never mix.
+    subclasses of `Job`, `Queue` and `Error` bound to this client's own database, so
+    clients on different servers never mix.
     """
 
     def __init__(self, url: str, prefix: str = DEFAULT_PREFIX, **redis_options: Any) -> None:
@@ -43,13 +43,19 @@ class Client:
         self.job_model: type[Job] = type("Job", (Job,), attrs)
         self.queue_model: type[Queue] = type("Queue", (Queue,),
                                              {**attrs, "job_model": self.job_model})
+        self.error_model: type[Error] = type("Error", (Error,), attrs)
 
     def get_queue(self, name: str) -> ClientQueue:
         return ClientQueue(self.queue_model.named(name))
 
     def get_task(self, task_id: str) -> TaskData:
-        """A read-only snapshot of a task; `TaskNotFound` when no such task exists."""
-        return self.job_model.lazy_connect(task_id).data()
+        """A read-only snapshot of a task. As the reference does, an unknown id (a task
+        never made, or deleted) gives a task whose fields are all None; the models'
+        `Job.data()` raises `TaskNotFound` instead."""
+        try:
+            return self.job_model.lazy_connect(task_id).data()
+        except TaskNotFound:
+            return TaskData.from_hash(task_id, {})
 
     def get_listener(self, name: str) -> Listener:
         return Listener(self, self.queue_model.named(name))
@@ -63,6 +69,8 @@ class ClientQueue:
 
     def __init__(self, queue: Queue) -> None:
         self._queue = queue
+        # the reference's queue object, which code written for it reaches into
+        self._redis_queue = _WireQueue(queue)
 
     @property
     def name(self) -> str:
@@ -86,6 +94,18 @@ class ClientQueue:
             raise InvalidTransition(task.id, task.status, "deleted",
                                     f"it is in queue {task.queue!r}, not {self.name!r}")
         self._queue.job_model.lazy_connect(task.id).delete()
+
+
+class _WireQueue:
+    """What code written for the reference reads through `queue._redis_queue`."""
+
+    def __init__(self, queue: Queue) -> None:
+        self._queue = queue
+
+    def get_listeners(self) -> set[str]:
+        """The listener ids registered on the queue."""
+        with reaching(self._queue.client()):
+            return set(self._queue.listeners.smembers())
 
 
 class Listener:

@@ -29,8 +29,11 @@ class TaskNotFound(LimpydBluequeError, LookupError):
         self.task_id = task_id
 
 
-class InvalidTransition(LimpydBluequeError):
-    """A protocol step was asked of a task whose status does not allow it."""
+class InvalidTransition(LimpydBluequeError, ValueError):
+    """A protocol step was asked of a task whose status does not allow it.
+
+    Also a `ValueError`, the exception the reference package raises for these refusals,
+    so that code written for blueque catches it unchanged."""
 
     def __init__(self, task_id: str, from_status: str | None, to_status: str,
                  why: str = "") -> None:
