@@ -116,6 +116,26 @@ class Reservation:
 
 
 @dataclass(frozen=True)
+class Beat:
+    """Who beats: a worker's listener id, its machine, and its identity (JSON)."""
+
+    worker_id: str
+    machine: str
+    identity: str
+
+
+@dataclass(frozen=True)
+class Renewal:
+    """What a beat learned: leases lost, the other workers of the machine, the workers
+    whose record ran out, and the server's time."""
+
+    lost: dict[str, str]
+    siblings: dict[str, str]
+    expired: list[str]
+    now: float
+
+
+@dataclass(frozen=True)
 class Outcome:
     """What a guarded step did: `done`, or why not (`missing`, or the task's state)."""
 
@@ -262,32 +282,45 @@ class Scripts:
         return Outcome.from_reply(reply)
 
     def renew(self, leases: Sequence[tuple[str, str, int | str, float | None]], *,
-              worker_id: str = "", alive_until: float | None = None) -> dict[str, str]:
-        """Extend the leases `(queue, task id, attempt, ttr)`, and record that `worker_id`
-        is alive until `alive_until`, in one step.
+              beat: Beat | None = None, liveness_timeout: float = 0.0) -> Renewal:
+        """Extend the leases `(queue, task id, attempt, ttr)` and, for a worker's `beat`,
+        record that it is alive for `liveness_timeout` seconds, in one step.
 
-        Returns `{task id: status}` for the tasks whose lease is lost (status `''` when
-        the task is gone).
+        Without `beat` (a task process keeping its own lease), each renewed task is marked
+        alive for `liveness_timeout` seconds (its `alive_until` field).
         """
-        if not leases and not worker_id:
-            return {}
         k = self.keys
-        keys: list[str] = [k.workers]
-        args: list[object] = [worker_id, alive_until]
+        machine = beat.machine if beat is not None else ""
+        keys: list[str] = [k.workers, k.workers_info, k.machine_workers(machine)]
+        args: list[object] = [beat.worker_id if beat else "", liveness_timeout,
+                              beat.identity if beat else "", "" if beat else "1"]
         for queue, task_id, attempt, ttr in leases:
             keys += [k.task(task_id), k.leases(queue)]
             args += [task_id, attempt, ttr]
-        flat = self._run("renew", keys, args)
-        return dict(zip(flat[::2], flat[1::2]))
+        lost, siblings, expired, now = self._run("renew", keys, args)
+        return Renewal(dict(zip(lost[::2], lost[1::2])),
+                       dict(zip(siblings[::2], siblings[1::2])), list(expired), float(now))
+
+    def forget_worker(self, worker_id: str, machine: str | None) -> None:
+        """Drop a worker's record, identity and machine membership."""
+        k = self.keys
+        with reaching(self.client), self.client.pipeline(transaction=True) as pipe:
+            pipe.zrem(k.workers, worker_id)
+            pipe.hdel(k.workers_info, worker_id)
+            if machine is not None:
+                pipe.srem(k.machine_workers(machine), worker_id)
+            pipe.execute()
 
     def recover(self, tasks: Sequence[tuple[str, str, int | str | None, str | None]],
                 now: float, *, expired_only: bool, max_attempts: int | None,
-                why: str) -> dict[str, str]:
+                why: str, process_gone: bool = False) -> dict[str, str]:
         """Take back held tasks `(queue, task id, attempt, holder)` whose holder is gone.
 
         A task whose attempt or holder (listener id) is not the one given (None: any) is
         skipped: it changed hands since the caller looked. With `expired_only`, a task is
-        taken only if its lease ended (by the server's clock). Each goes back to pending
+        taken only if its lease ended (by the server's clock); else it is taken unless its
+        own process says it still lives (`alive_until`), or always when the caller knows
+        that process is gone (`process_gone`). Each goes back to pending
         (at the front), or fails once it used `max_attempts` (a task's or its queue's own
         maximum comes first). Returns `{task id: outcome}` with outcome 'pending',
         'failed' or 'skipped'.
@@ -296,7 +329,8 @@ class Scripts:
             return {}
         k = self.keys
         keys: list[str] = []
-        args: list[object] = [now, "expired" if expired_only else "dead", max_attempts, why]
+        mode = "expired" if expired_only else "gone" if process_gone else "dead"
+        args: list[object] = [now, mode, max_attempts, why]
         for queue, task_id, attempt, holder in tasks:
             keys += [k.task(task_id), k.leases(queue), k.pending(queue), k.failed(queue),
                      k.started(queue), k.queue_settings(queue)]

@@ -245,7 +245,8 @@ class ForkedRunner(TaskRunner):
         watch_orphaned(lambda: slot[0] if slot else None,
                        lambda: Scripts(private_client(worker.job_model.client()),
                                        worker.job_model.keys()),
-                       worker.heartbeat_interval,
+                       min(worker.heartbeat_interval, worker.liveness_interval),
+                       worker.liveness_timeout,
                        lambda task, status: worker.log(
                            worker.job_lost_message(task.job, task.queue, status), logging.ERROR))
         payload = receive()

@@ -12,7 +12,7 @@ import traceback
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from .exceptions import InvalidParameters, WorkerInterrupted
+from .exceptions import InvalidParameters, LimpydBluequeError, TaskKilled, WorkerInterrupted
 from .liveness import listener_id_for
 from .models import Job, Queue
 from .outcomes import OutcomeRecorder, attempt_of, error_text
@@ -21,6 +21,7 @@ from .values import encode
 
 if TYPE_CHECKING:
     from .execution import TaskRunner
+    from .running import RunningTask
 
 
 class WorkerHooks(WorkerSettings):
@@ -37,6 +38,9 @@ class WorkerHooks(WorkerSettings):
 
     @property
     def elapsed(self) -> timedelta | None:
+        raise NotImplementedError
+
+    def queue(self, name: str) -> Queue:
         raise NotImplementedError
 
     # -- identity and logging ---------------------------------------------------------------
@@ -69,6 +73,34 @@ class WorkerHooks(WorkerSettings):
         if self.callback is not None:
             return self.callback(job, queue)
         return job.run(queue)
+
+    # -- tasks that did not end normally ------------------------------------------------------
+    def task_dropped(self, task_id: str) -> None:
+        """A pending list held an id that was not a pending task: it was removed."""
+        try:
+            job = self.job_model.load(task_id)
+        except LimpydBluequeError:
+            self.log(f"dropped {task_id}: a pending id with no task hash", logging.WARNING)
+            return
+        queue = self.queue(job.queue.hget() or self.queues[0])
+        self.job_skipped(job, queue)
+
+    def process_ended(self, task: RunningTask, cause: TaskKilled) -> None:
+        """The one rule for a task whose process ended without saying its outcome was
+        stored (killed, crashed, over its maximum run time, or an adopted process that
+        ended): it is a failure of that attempt, `cause`, recorded through the fenced
+        step of `job_error`. Redis decides: if that attempt did store an outcome, or the
+        task changed hands, the step is refused and nothing changes. `on_error` then
+        runs in the worker's process, the only one left.
+        """
+        self.job_error(task.job, task.queue, cause, None)
+
+    def requeue_interrupted(self, task: RunningTask) -> None:
+        """Put an interrupted task back at the front of its queue, if it is still ours."""
+        if task.job.requeue(listener_id=task.reservation.node or self.id, attempt=task.attempt,
+                            front=True):
+            self.log(f"[{task.queue_name}|{task.task_id}] interrupted, back at the front of "
+                     "the queue")
 
     # -- outcomes (override to change what happens) ------------------------------------------------
     def job_started(self, job: Job, queue: Queue) -> None:

@@ -197,9 +197,19 @@ class KeySpace:
 
     @property
     def workers(self) -> str:
-        """Sorted set of this library's worker listener ids, scored by the time until which
-        each is alive (three heartbeats after its last one)."""
+        """Sorted set of this library's worker listener ids, scored by the time (Redis's
+        clock) until which each is alive: its last beat plus its `liveness_timeout`."""
         return self._own("workers")
+
+    @property
+    def workers_info(self) -> str:
+        """Hash of each worker's identity: listener id -> JSON with its machine, pid,
+        process start mark, host and queues (read to take back a dead worker's tasks)."""
+        return self._own("workers", "info")
+
+    def machine_workers(self, machine: str) -> str:
+        """Set of the worker listener ids running on one machine (see `liveness.MACHINE_ID`)."""
+        return self._own("workers", "machine", machine)
 
     def wake_channel(self, queue: str) -> str:
         """Pub/sub channel told about each new pending task of a queue."""

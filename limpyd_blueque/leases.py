@@ -1,36 +1,50 @@
-"""The lease keeper: a worker's heartbeat, the leases of its tasks, and what dead holders left.
+"""The lease keeper: a worker's heartbeat, the leases of its tasks, and who else is dead.
 
-`LeaseKeeper` renews the leases of the running tasks and records that the worker is alive
-(one script per beat, from a thread with its own connection), posts `LEASE_LOST` for a
-task another attempt took, and every `clean_interval` adopts the tasks of dead workers of
-this host and takes back expired leases everywhere. `watch_orphaned` runs inside a task
-process and keeps its lease while no worker does.
+`LeaseKeeper` beats every `liveness_interval` from a thread with its own connection: one
+script records that the worker is alive, renews the leases of its running tasks when due
+(`heartbeat_interval`, or a third of the shortest lease), and tells which other workers
+may be dead. The keeper judges them (a worker of this machine by its process, one of
+another machine by its expired record) and hands the dead ones to the worker's thread; a
+lease found lost is posted as `LEASE_LOST`. `watch_orphaned` runs inside a task process
+and keeps its lease while no worker does.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from queue import Empty, SimpleQueue
+from typing import TYPE_CHECKING, Any, Callable, cast
 
-from .atomic import Reservation, Scripts
-from .cleaning import light_clean
+from .atomic import Beat, Renewal, Scripts
 from .connection import private_client
-from .liveness import is_this_host, listener_is_dead, process_alive
+from .exceptions import RedisUnavailable
+from .liveness import MACHINE_ID, host_name, process_alive, process_start_time
 from .processes import Heartbeat
-from .running import Event, Origin, RunningTask, RunningTasks
+from .running import Event, RunningTask, RunningTasks
 
 if TYPE_CHECKING:
-    from .models import Job, Queue
+    from .models import Queue
 
 logger = logging.getLogger(__name__)
-#: a worker is alive until it misses this many heartbeats
-BEATS_OF_GRACE = 3
 #: statuses a lost lease may show without its task being taken from us: our own outcome
 FINISHED_BY_US = ("complete", "failed")
+
+
+@dataclass(frozen=True)
+class DeadWorker:
+    """A worker found dead, and what taking back its tasks needs to know."""
+
+    worker_id: str
+    machine: str | None
+    queues: list[str]
+    same_machine: bool
+    why: str
 
 
 @dataclass(frozen=True)
@@ -43,54 +57,112 @@ class Terms:
 
 
 class LeaseKeeper:
-    """Keeps the leases of one worker's tasks, and takes back what dead holders left."""
+    """Beats for one worker: says it is alive, keeps its tasks' leases, spots dead workers."""
 
-    def __init__(self, listener_id: str, queues: list[Queue], tasks: RunningTasks, *,
-                 job_model: type[Job], terms: Terms, heartbeat_interval: float,
-                 clean_interval: float, log: Callable[..., None] | None = None) -> None:
+    def __init__(self, listener_id: str, queues: Sequence[Queue], tasks: RunningTasks, *,
+                 heartbeat_interval: float, liveness_interval: float,
+                 liveness_timeout: float) -> None:
         self.listener_id = listener_id
-        self.queues = {queue.pk.get(): queue for queue in queues}
         self.queue_model = type(queues[0])
-        self.job_model = job_model
         self.tasks = tasks
-        self.terms = terms
         self.heartbeat_interval = heartbeat_interval
-        self.clean_interval = clean_interval
-        #: `log(message, level)`: the worker's own, so that its lines carry its id
-        self.log = log or (lambda message, level=logging.INFO: logger.log(level, message))
-        self._next_clean = 0.0
+        self.liveness_interval = liveness_interval
+        self.liveness_timeout = liveness_timeout
+        self.identity = Beat(listener_id, MACHINE_ID, json.dumps({
+            "machine": MACHINE_ID, "pid": os.getpid(), "pstart": process_start_time(os.getpid()),
+            "host": host_name(), "queues": [queue.pk.get() for queue in queues]}))
+        self.scripts: Scripts | None = None
+        self.dead: SimpleQueue[DeadWorker] = SimpleQueue()
         self._heartbeat: Heartbeat | None = None
-        self._scripts: Scripts | None = None
+        self._next_renewal = 0.0
+        self._fresh_since: float | None = None  # server time of the first beat in a row
+        self._reported: set[str] = set()
 
-    # -- the heartbeat ----------------------------------------------------------------------
     def start(self) -> None:
         """Beat once now (the worker says it is alive at once), then from a thread."""
-        client = private_client(self.queue_model.client())
-        self._scripts = Scripts(client, self.queue_model.keys())
+        self.scripts = Scripts(private_client(self.queue_model.client()),
+                               self.queue_model.keys())
         self.beat()
         self._heartbeat = Heartbeat(self.interval, self.beat)
         self._heartbeat.start()
 
-    def interval(self) -> float:
-        """Seconds to the next beat: a third of the shortest lease running, at most
-        `heartbeat_interval`."""
+    def scripts_or_fail(self) -> Scripts:
+        """The keeper's scripts, on its own connection (once started)."""
+        assert self.scripts is not None, "start() first"
+        return self.scripts
+
+    def renewal_interval(self) -> float:
+        """Seconds between two renewals: `heartbeat_interval`, or a third of the shortest
+        lease running."""
         ttrs = [task.ttr / 3 for task in self.tasks.snapshot() if task.ttr]
         return min([self.heartbeat_interval, *ttrs])
 
+    def interval(self) -> float:
+        """Seconds to the next beat."""
+        until_renewal = self._next_renewal - time.monotonic()
+        return max(0.001, min(self.liveness_interval, until_renewal))
+
     def beat(self) -> None:
-        """Renew every lease and the worker's record; post `LEASE_LOST` for lost ones."""
-        assert self._scripts is not None, "start() first"
+        """Say the worker is alive, renew the leases when due, judge the other workers."""
+        assert self.scripts is not None, "start() first"
+        due = time.monotonic() >= self._next_renewal
+        leases = self.tasks.leases() if due else []
+        try:
+            renewal = self.scripts.renew(leases, beat=self.identity,
+                                         liveness_timeout=self.liveness_timeout)
+        except RedisUnavailable:
+            self._fresh_since = None  # until it beats again, it judges no one
+            raise
+        if due:
+            self._next_renewal = time.monotonic() + self.renewal_interval()
+        self._post_lost(renewal)
+        self._judge(renewal)
+
+    def _post_lost(self, renewal: Renewal) -> None:
         running = {task.task_id: task for task in self.tasks.snapshot()}
-        leases = self.tasks.leases()
-        lost = self._scripts.renew(
-            leases, worker_id=self.listener_id,
-            alive_until=time.time() + BEATS_OF_GRACE * self.heartbeat_interval)
-        for task_id, status in lost.items():
+        for task_id, status in renewal.lost.items():
             if status not in FINISHED_BY_US and task_id in running:
                 self.tasks.post(running[task_id], Event.LEASE_LOST, status)
 
+    def _judge(self, renewal: Renewal) -> None:
+        """Post the workers found dead: of this machine, by their process; of another, by
+        their record, and only once this worker has itself beaten for a whole timeout (a
+        worker cut from Redis must not take everyone for dead when it comes back)."""
+        if self._fresh_since is None:
+            self._fresh_since = renewal.now
+        for worker_id, identity in renewal.siblings.items():
+            info = _identity(identity)
+            if not process_alive(info.get("pid"), info.get("pstart")):
+                self._report(worker_id, info, True, "its process is gone")
+        if renewal.now - self._fresh_since < self.liveness_timeout:
+            return
+        for worker_id in renewal.expired:
+            if worker_id != self.listener_id and worker_id not in renewal.siblings:
+                info = _identity(cast("str | None", self.scripts_or_fail().client.hget(
+                    self.queue_model.keys().workers_info, worker_id)))
+                self._report(worker_id, info, False, "it missed its heartbeats")
+
+    def _report(self, worker_id: str, info: dict[str, Any], same_machine: bool,
+                why: str) -> None:
+        if worker_id in self._reported:
+            return
+        self._reported.add(worker_id)
+        self.dead.put(DeadWorker(worker_id, info.get("machine"), list(info.get("queues") or []),
+                                 same_machine, why))
+        self.tasks.wake()
+
+    def found_dead(self) -> list[DeadWorker]:
+        """The workers found dead since the last call (for the worker's thread)."""
+        found = []
+        while True:
+            try:
+                found.append(self.dead.get_nowait())
+            except Empty:
+                return found
+
     def nudge(self, ttr: float) -> None:
-        """A task with a lease of `ttr` seconds starts: beat now if the wait is longer."""
+        """A task with a lease of `ttr` seconds starts: renew at once if that is sooner."""
+        self._next_renewal = min(self._next_renewal, time.monotonic() + ttr / 3)
         if self._heartbeat is not None:
             self._heartbeat.nudge(ttr / 3)
 
@@ -98,83 +170,21 @@ class LeaseKeeper:
         """Stop beating; the worker's record goes too unless it left tasks running."""
         if self._heartbeat is not None:
             self._heartbeat.stop()
-        if not detached:
-            self.queue_model.forget_worker(self.listener_id)
+        if not detached and self.scripts is not None:
+            self.scripts.forget_worker(self.listener_id, MACHINE_ID)
 
-    # -- taking back what dead holders left ----------------------------------------------------
-    def clean(self) -> dict[str, str]:
-        """Every `clean_interval`: adopt dead workers' tasks of this host, take back expired
-        leases in every queue. Returns `{task id: outcome}` of the tasks taken back."""
-        now = time.monotonic()
-        if now < self._next_clean:
-            return {}
-        self._next_clean = now + self.clean_interval
-        recovered = self.adopt_orphans()
-        recovered.update(light_clean(self.queue_model, max_attempts=self.terms.max_attempts))
-        return {task_id: outcome for task_id, outcome in recovered.items() if outcome != "skipped"}
 
-    def adopt_orphans(self) -> dict[str, str]:
-        """Take over the tasks of this host's dead listeners on the worker's queues.
-
-        A task still running in its own process is watched until it ends (its lease is
-        renewed meanwhile); a reserved task, or a started one whose process is gone, is
-        taken back, to run again.
-        """
-        records, now = self.queue_model.worker_records(), time.time()
-        recovered: dict[str, str] = {}
-        for queue in self.queues.values():
-            for listener in sorted(queue.listeners.smembers()):
-                if (listener == self.listener_id or not self._of_this_host(listener)
-                        or not listener_is_dead(listener, records, now)):
-                    continue
-                if not queue.remove_listener(listener):
-                    continue  # another worker of this host adopts it
-                self.log(f"adopting the tasks of {listener}, whose process is gone")
-                for task_id in queue.reserved(listener).lrange(0, -1):
-                    recovered.update(self.adopt(queue, task_id))
-        return recovered
-
-    @staticmethod
-    def _of_this_host(listener: str) -> bool:
-        return is_this_host(listener.rpartition("_")[0])
-
-    def adopt(self, queue: Queue, task_id: str) -> dict[str, str]:
-        """Watch, or take back, one task of a dead listener; `{task id: outcome}` if taken."""
-        assert self._scripts is not None, "start() first"
-        name = queue.pk.get()
-        reservation = self._scripts.terms(name, task_id, self.terms.ttr,
-                                          self.terms.max_run_time, self.terms.max_attempts)
-        if reservation is None:
-            return {}
-        status, pid, pstart = (reservation.fields.get(field)
-                               for field in ("status", "pid", "pstart"))
-        if (status == "started" and pid and pid.isdigit()
-                and process_alive(int(pid), pstart or None)):
-            self.watch(queue, reservation, int(pid), pstart or None)
-            return {}
-        if status not in ("reserved", "started"):
-            return {}
-        return self._scripts.recover([(name, task_id, reservation.attempt or None,
-                                       reservation.node)], time.time(), expired_only=False,
-                                     max_attempts=self.terms.max_attempts,
-                                     why="its worker and process are gone")
-
-    def watch(self, queue: Queue, reservation: Reservation, pid: int, pstart: str | None) -> None:
-        """Follow a task running in a process this worker did not fork, to its end."""
-        job = self.job_model.from_reservation(reservation)
-        self.tasks.add(RunningTask(job, queue, Origin.ADOPTED, pid=pid, pstart=pstart))
-        self.log(f"[{reservation.queue}|{reservation.task_id}] still running in process {pid}: "
-                 "watching it")
-
-    def poll_adopted(self) -> None:
-        """Post `ENDED` for the adopted tasks whose process is gone."""
-        for task in self.tasks.snapshot():
-            if task.origin is Origin.ADOPTED and not process_alive(task.pid, task.pstart):
-                self.tasks.post(task, Event.ENDED)
+def _identity(text: str | None) -> dict[str, Any]:
+    """A worker's identity as its beats record it (empty when unknown or unreadable)."""
+    try:
+        value = json.loads(text or "{}")
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def watch_orphaned(current: Callable[[], RunningTask | None], scripts: Callable[[], Scripts],
-                   heartbeat_interval: float,
+                   heartbeat_interval: float, liveness_timeout: float,
                    on_lost: Callable[[RunningTask, str], None]) -> Heartbeat:
     """In a task's process: renew its own lease whenever its worker is gone.
 
@@ -193,7 +203,8 @@ def watch_orphaned(current: Callable[[], RunningTask | None], scripts: Callable[
             return
         if not made:
             made.append(scripts())
-        lost = made[0].renew([(task.queue_name, task.task_id, task.attempt, task.ttr)])
+        lost = made[0].renew([(task.queue_name, task.task_id, task.attempt, task.ttr)],
+                             liveness_timeout=liveness_timeout).lost
         if lost and lost.get(task.task_id) not in FINISHED_BY_US:
             on_lost(task, lost[task.task_id])
             os.killpg(0, signal.SIGKILL)  # the task's own children too

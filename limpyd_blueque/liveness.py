@@ -53,6 +53,27 @@ def _boot_id() -> str | None:
 BOOT_ID = _boot_id()
 
 
+def _machine_id() -> str:
+    """Where pids mean the same processes: the kernel's boot, and the pid namespace.
+
+    Two containers on one host share a boot id but not their pids: a worker must never
+    judge another's process by a pid from another namespace. The environment variable
+    `LIMPYD_BLUEQUE_MACHINE_ID` overrides it (for platforms where neither can be read).
+    """
+    given = os.environ.get("LIMPYD_BLUEQUE_MACHINE_ID")
+    if given:
+        return given
+    try:
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        namespace = ""
+    return f"{BOOT_ID or socket.getfqdn()}/{namespace}"
+
+
+#: this machine, as far as pids are concerned (see `_machine_id`)
+MACHINE_ID = _machine_id()
+
+
 def process_start_time(pid: int) -> str | None:
     """A mark of when process `pid` started, or None if there is no such process.
 

@@ -269,6 +269,14 @@ class WorkerSettings:
     heartbeat_interval: Setting[float | None] = Setting(
         "float", None, "seconds between lease renewals", minimum=0, above=True, optional=True,
         default_text="ttr / 3")
+    #: the worker's own heartbeat, apart from its tasks' leases: a dead worker's tasks come
+    #: back once it misses it (at once on its machine, where its process is checked)
+    liveness_interval: Setting[float] = Setting(
+        "float", 1.0, "seconds between two beats saying this worker is alive", minimum=0,
+        above=True)
+    liveness_timeout: Setting[float] = Setting(
+        "float", 10.0, "seconds without a beat after which workers of other machines take "
+        "this worker for dead and take back its tasks", minimum=0, above=True)
     #: a task's or its queue's own `max_attempts` comes first; None: no limit
     max_attempts: Setting[int | None] = Setting(
         "int", 5, "attempts before a task whose holder is lost is failed", minimum=1,

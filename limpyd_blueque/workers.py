@@ -31,6 +31,7 @@ from .leases import LeaseKeeper, Terms
 from .models import Job, Queue
 from .outcomes import OutcomeRecorder
 from .processes import WakeUps
+from .recovery import Recovery
 from .running import RunningTask, RunningTasks
 from .scheduling import DueTasks
 from .values import is_text
@@ -65,6 +66,7 @@ class Worker(WorkerHooks):
         self.outcomes = OutcomeRecorder(self.id, retry_timeout=self.outcome_retry_timeout,
                                         log=self.log)
         self.keeper: LeaseKeeper | None = None
+        self.recovery: Recovery | None = None
         self.wakeups: WakeUps | None = None
         self._queues: dict[str, Queue] = {}
         self.due = DueTasks([self.queue(name) for name in self.queues], self.schedule_interval,
@@ -80,12 +82,18 @@ class Worker(WorkerHooks):
         return self.runner_class()(self)
 
     def make_keeper(self) -> LeaseKeeper:
-        """The part that keeps leases and takes back what dead holders left."""
-        return LeaseKeeper(
-            self.id, [self.queue(name) for name in self.queues], self.tasks,
-            job_model=self.job_model, terms=Terms(self.ttr, self.max_run_time, self.max_attempts),
-            heartbeat_interval=self.heartbeat_interval, clean_interval=self.clean_interval,
-            log=self.log)
+        """The part that beats: liveness, leases, and who else is dead."""
+        return LeaseKeeper(self.id, [self.queue(name) for name in self.queues], self.tasks,
+                           heartbeat_interval=self.heartbeat_interval,
+                           liveness_interval=self.liveness_interval,
+                           liveness_timeout=self.liveness_timeout)
+
+    def make_recovery(self, keeper: LeaseKeeper) -> Recovery:
+        """The part that takes back what dead holders left."""
+        return Recovery(self.id, [self.queue(name) for name in self.queues], self.tasks,
+                        keeper.scripts_or_fail, job_model=self.job_model,
+                        terms=Terms(self.ttr, self.max_run_time, self.max_attempts),
+                        clean_interval=self.clean_interval, log=self.log)
 
     def validate(self) -> None:
         """Check the rules that relate settings (each one alone is checked by its own
@@ -103,6 +111,10 @@ class Worker(WorkerHooks):
             raise ConfigurationError(
                 f"heartbeat_interval ({self.heartbeat_interval}) must be at most half of ttr "
                 f"({self.ttr}): leases would end between two renewals")
+        if self.liveness_timeout < 2 * self.liveness_interval:
+            raise ConfigurationError(
+                f"liveness_timeout ({self.liveness_timeout}) must be at least twice "
+                f"liveness_interval ({self.liveness_interval}): one late beat would kill")
         if self.clean_interval is None:
             self.clean_interval = (self.ttr / 2) if self.ttr else 30.0
 
@@ -187,6 +199,7 @@ class Worker(WorkerHooks):
         self.tasks.wake = self.wakeups.wake
         self.keeper = self.make_keeper()
         self.keeper.start()  # also says, at once, that this worker is alive
+        self.recovery = self.make_recovery(self.keeper)
         self.log(self.run_started_message())
         for warning in safety_warnings(self.queue_model.client()):
             self.log(f"Redis configuration: {warning}", logging.WARNING)
@@ -249,8 +262,8 @@ class Worker(WorkerHooks):
 
     def collect(self) -> None:
         """Apply what happened to the running tasks since the last turn."""
-        if self.keeper is not None:
-            self.keeper.poll_adopted()
+        if self.recovery is not None:
+            self.recovery.poll_adopted()
         self.runner.collect()
 
     def wait(self, seconds: float) -> None:
@@ -284,24 +297,21 @@ class Worker(WorkerHooks):
         self.wait(self.wait_time())
         return None, None
 
-    def task_dropped(self, task_id: str) -> None:
-        """A pending list held an id that was not a pending task: it was removed."""
-        try:
-            job = self.job_model.load(task_id)
-        except LimpydBluequeError:
-            self.log(f"dropped {task_id}: a pending id with no task hash", logging.WARNING)
-            return
-        queue = self.queue(job.queue.hget() or self.queues[0])
-        self.job_skipped(job, queue)
-
     def move_due_tasks(self) -> None:
         """Move due scheduled tasks of the worker's queues to pending, every `schedule_interval`."""
         self.due.move()
 
     def clean(self) -> None:
-        """Every `clean_interval`: adopt orphans of this host, take back expired leases."""
-        if self.keeper is not None:
-            for task_id, outcome in self.keeper.clean().items():
+        """Take back at once the tasks of workers found dead; every `clean_interval`, adopt
+        this host's dead listeners' tasks and take back expired leases."""
+        if self.keeper is None or self.recovery is None:
+            return
+        recovered = {}
+        for dead in self.keeper.found_dead():
+            recovered.update(self.recovery.take_back(dead))
+        recovered.update(self.recovery.clean())
+        for task_id, outcome in recovered.items():
+            if outcome != "skipped":
                 self.log(self.task_recovered_message(task_id, outcome), logging.WARNING)
 
     # -- running a task ----------------------------------------------------------------------------
@@ -318,23 +328,6 @@ class Worker(WorkerHooks):
     def retrying(self, step: Callable[[], Any]) -> Any:
         """Run `step`, retrying for `outcome_retry_timeout` seconds while Redis is away."""
         return self.outcomes.retrying(step)
-
-    def process_ended(self, task: RunningTask, cause: TaskKilled) -> None:
-        """The one rule for a task whose process ended without saying its outcome was
-        stored (killed, crashed, over its maximum run time, or an adopted process that
-        ended): it is a failure of that attempt, `cause`, recorded through the fenced
-        step of `job_error`. Redis decides: if that attempt did store an outcome, or the
-        task changed hands, the step is refused and nothing changes. `on_error` then
-        runs in the worker's process, the only one left.
-        """
-        self.job_error(task.job, task.queue, cause, None)
-
-    def requeue_interrupted(self, task: RunningTask) -> None:
-        """Put an interrupted task back at the front of its queue, if it is still ours."""
-        if task.job.requeue(listener_id=task.reservation.node or self.id, attempt=task.attempt,
-                            front=True):
-            self.log(f"[{task.queue_name}|{task.task_id}] interrupted, back at the front of "
-                     "the queue")
 
 
 def _set_title(title: str) -> None:

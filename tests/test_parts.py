@@ -14,6 +14,7 @@ from limpyd_blueque import Job, Queue, Worker
 from limpyd_blueque.atomic import Reservation
 from limpyd_blueque.leases import LeaseKeeper, Terms
 from limpyd_blueque.outcomes import OutcomeRecorder
+from limpyd_blueque.recovery import Recovery
 from limpyd_blueque.running import TRANSITIONS, Event, Origin, RunningTask, RunningTasks, TaskState
 from limpyd_blueque.scheduling import DueTasks
 
@@ -89,8 +90,8 @@ def test_a_task_is_overdue_past_its_max_run_time_only_while_running(database):
 def keeper(database):
     queue = Queue.named("p")
     tasks = RunningTasks()
-    keeper = LeaseKeeper(LISTENER, [queue], tasks, job_model=Job, terms=Terms(30, None, 5),
-                         heartbeat_interval=10, clean_interval=0.01)
+    keeper = LeaseKeeper(LISTENER, [queue], tasks, heartbeat_interval=10, liveness_interval=1,
+                         liveness_timeout=30)
     keeper.start()
     yield keeper
     keeper.stop(detached=False)
@@ -102,6 +103,10 @@ def test_a_beat_renews_running_leases_and_says_the_worker_is_alive(keeper, conn)
     job, _ = Queue.reserve_from(["p"], LISTENER, pid=1, ttr=1)
     keeper.tasks.add(RunningTask(job, queue, Origin.FORKED, pid=1))
     before = conn.zscore("blueque:leases:p", job.task_id)
+    keeper.beat()  # only says it is alive: the renewal is due in heartbeat_interval
+    assert conn.zscore("blueque:leases:p", job.task_id) == before
+    keeper.nudge(job.task.ttr)  # a lease of 1 s: renewed within a third of it
+    time.sleep(0.35)
     keeper.beat()
     assert conn.zscore("blueque:leases:p", job.task_id) > before
     assert conn.zscore("blueque:workers", LISTENER) == pytest.approx(time.time() + 30, abs=2)
@@ -111,14 +116,18 @@ def test_a_beat_renews_running_leases_and_says_the_worker_is_alive(keeper, conn)
 def test_a_beat_posts_lease_lost_for_a_task_another_attempt_took(keeper, conn):
     queue = Queue.named("p")
     queue.enqueue("x")
-    job, _ = Queue.reserve_from(["p"], LISTENER, pid=1, ttr=0.05)
+    job, _ = Queue.reserve_from(["p"], LISTENER, pid=1, ttr=30)
     keeper.tasks.add(RunningTask(job, queue, Origin.FORKED, pid=1))
-    time.sleep(0.1)
-    assert keeper.clean() == {job.task_id: "pending"}
+    recovery = Recovery("other.host_2", [queue], keeper.tasks, keeper.scripts_or_fail,
+                        job_model=Job, terms=Terms(30, None, 5), clean_interval=0.01)
+    assert recovery.recover("p", job.task_id, LISTENER, process_gone=True) == {
+        job.task_id: "pending"}
     Queue.reserve_from(["p"], "other.host_2", pid=2)
+    keeper.nudge(0.01)  # renewal due within 3 ms
+    time.sleep(0.05)
     keeper.beat()
-    [(task, event, status)] = keeper.tasks.posted()
-    assert (task.task_id, event, status) == (job.task_id, Event.LEASE_LOST, "started")
+    posted = [(task.task_id, event, status) for task, event, status in keeper.tasks.posted()]
+    assert (job.task_id, Event.LEASE_LOST, "started") in posted
 
 
 def test_stopping_the_keeper_forgets_the_worker_unless_tasks_were_left_running(keeper, conn):

@@ -736,15 +736,16 @@ def test_limpyd_blueque_refuses_to_finish_a_task_it_does_not_hold_where_blueque_
     assert conn.lrange(f"blueque_complete_tasks_{QUEUE}", 0, -1) == [task, task]
 
 
-def test_get_task_of_an_unknown_id_raises_where_blueque_returns_an_empty_task(
+def test_get_task_of_an_unknown_id_is_an_empty_task_as_in_blueque_and_the_models_raise(
         driver: Reference, limpyd_client: Client, database):
-    """`Client.get_task` and `Job.load` raise `TaskNotFound` for an id with no hash; the
-    reference gives a task whose every attribute is None."""
+    """`Client.get_task` gives, as the reference does, a task whose every attribute is None
+    for an id with no hash; the models' `Job.load` raises `TaskNotFound`."""
     unknown = "00000000-0000-4000-8000-000000000000"
     assert driver.get_task(unknown) == {"id": unknown, "fields": {},
                                         **{name: None for name in ATTRIBUTES}}
-    with pytest.raises(TaskNotFound):
-        limpyd_client.get_task(unknown)
+    task = limpyd_client.get_task(unknown)
+    assert {"id": task.id, **{name: getattr(task, name) for name in ATTRIBUTES}} == {
+        "id": unknown, **{name: None for name in ATTRIBUTES}}
     with pytest.raises(TaskNotFound):
         Job.load(unknown)
 

@@ -5,7 +5,9 @@
 --   blueque_pending_tasks_<queue>, blueque_failed_tasks_<queue>,
 --   blueque_started_tasks_<queue>, <prefix>:queue:<queue> (queue settings)
 -- ARGV[1] now (for the `updated` field), ARGV[2] 'expired' (only if the lease ended,
--- by the server's clock) or 'dead' (always), ARGV[3] default maximum attempts ('': no
+-- by the server's clock), 'dead' (its holder is dead: unless the task's own process says
+-- it still lives, its `alive_until` field being ahead of the server's clock) or 'gone'
+-- (its process is known to be gone: always), ARGV[3] default maximum attempts ('': no
 -- maximum), ARGV[4] why, for the error field; then five per task: task id, reserved-list
 -- key prefix of the queue (the listener id read from the hash completes it), wake-up
 -- channel, attempt expected ('': any), holder expected ('': any). A task held by
@@ -31,12 +33,14 @@ for i = 1, #KEYS / 6 do
         -- finished or gone: only a stale lease entry is left to remove
         redis.call('ZREM', leases, id)
     elseif (expected == '' or expected == attempt) and (holder == '' or holder == node)
-            and (mode == 'dead' or (score and tonumber(score) <= now)) then
+            and (mode == 'gone' or (mode == 'dead' and not ((tonumber(
+                redis.call('HGET', task, 'alive_until')) or 0) > now))
+                or (mode == 'expired' and score and tonumber(score) <= now)) then
         local pid = redis.call('HGET', task, 'pid') or ''
         redis.call('LREM', reserved_prefix .. node, 1, id)
         redis.call('SREM', started, node .. ' ' .. pid .. ' ' .. id)
         redis.call('ZREM', leases, id)
-        redis.call('HDEL', task, 'node', 'pid', 'pstart')
+        redis.call('HDEL', task, 'node', 'pid', 'pstart', 'alive_until')
         local used = tonumber(attempt) or 0
         if max and used >= max then
             redis.call('HSET', task, 'status', 'failed', 'updated', ARGV[1], 'error',

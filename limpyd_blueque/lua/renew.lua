@@ -1,19 +1,40 @@
--- Heartbeat: say the worker is alive and extend the leases of the tasks it runs, in one call.
--- KEYS[1] <prefix>:workers; then two per task: blueque_task_<id>, <prefix>:leases:<queue>
--- ARGV[1] worker (listener) id ('': no worker record to refresh), ARGV[2] the time until
--- which that worker is alive (epoch seconds, by its own clock, as its readers compare);
+-- Heartbeat: say a worker is alive, extend the leases of the tasks it runs, and tell it
+-- who else may be dead, in one call. A task process whose worker is gone calls it too,
+-- for its own task only.
+-- KEYS[1] <prefix>:workers, KEYS[2] <prefix>:workers:info,
+-- KEYS[3] <prefix>:workers:machine:<machine>; then two per task: blueque_task_<id>,
+-- <prefix>:leases:<queue>
+-- ARGV[1] worker (listener) id ('': no worker record, as for a task process)
+-- ARGV[2] liveness timeout: the worker is alive until the server's now plus this, and a
+--   task process renewing its own lease marks its task `alive_until` as far ahead
+-- ARGV[3] the worker's identity (JSON), ARGV[4] '1' when the caller is a task process
 -- then, per task: task id, attempt held ('' for a task without one), lease length in
--- seconds ('' or '0': none)
+--   seconds ('' or '0': none)
 -- A lease is extended only while the task is reserved or started in that attempt.
--- Returns, flat, the id and status ('' when gone) of each task whose lease is lost:
--- finished, gone, or held by a newer attempt.
-if ARGV[1] ~= '' then redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1]) end
+-- Returns {lost, siblings, expired, now}: lost, flat, the id and status ('' when gone)
+-- of each task whose lease is lost (finished, gone, or held by a newer attempt);
+-- siblings, flat, the id and identity of every other worker on the same machine;
+-- expired, the ids of workers whose record ran out; now, the server's time.
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
+local worker, timeout, orphan = ARGV[1], tonumber(ARGV[2]) or 0, ARGV[4] == '1'
+local siblings, expired = {}, {}
+if worker ~= '' then
+    redis.call('ZADD', KEYS[1], now + timeout, worker)
+    redis.call('HSET', KEYS[2], worker, ARGV[3])
+    redis.call('SADD', KEYS[3], worker)
+    for _, other in ipairs(redis.call('SMEMBERS', KEYS[3])) do
+        if other ~= worker then
+            siblings[#siblings + 1] = other
+            siblings[#siblings + 1] = redis.call('HGET', KEYS[2], other) or ''
+        end
+    end
+    expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. now)
+end
 local lost = {}
-for i = 1, (#KEYS - 1) / 2 do
-    local task, leases = KEYS[2 * i], KEYS[2 * i + 1]
-    local id, attempt, ttr = ARGV[3 * i], ARGV[3 * i + 1], ARGV[3 * i + 2]
+for i = 1, (#KEYS - 3) / 2 do
+    local task, leases = KEYS[2 * i + 2], KEYS[2 * i + 3]
+    local id, attempt, ttr = ARGV[3 * i + 2], ARGV[3 * i + 3], ARGV[3 * i + 4]
     local status = redis.call('HGET', task, 'status')
     if (status == 'reserved' or status == 'started')
             and (redis.call('HGET', task, 'attempt') or '') == attempt then
@@ -21,9 +42,10 @@ for i = 1, (#KEYS - 1) / 2 do
         local seconds = tonumber(ttr)
         if seconds and seconds > 0 then deadline = now + seconds end
         redis.call('ZADD', leases, deadline, id)
+        if orphan then redis.call('HSET', task, 'alive_until', now + timeout) end
     else
         lost[#lost + 1] = id
         lost[#lost + 1] = status or ''
     end
 end
-return lost
+return {lost, siblings, expired, tostring(now)}

@@ -16,7 +16,7 @@ local pid = redis.call('HGET', KEYS[1], 'pid') or ''
 redis.call('LREM', KEYS[2], 1, id)
 redis.call('SREM', KEYS[3], ARGV[2] .. ' ' .. pid .. ' ' .. id)
 redis.call('ZREM', KEYS[6], id)
-redis.call('HDEL', KEYS[1], 'node', 'pid', 'pstart')
+redis.call('HDEL', KEYS[1], 'node', 'pid', 'pstart', 'alive_until')
 if ARGV[6] ~= '' then redis.call('HSET', KEYS[1], 'error', ARGV[6]) end
 if ARGV[9] ~= '' then
     local priority = tonumber(redis.call('HGET', KEYS[1], 'priority')) or 0

@@ -1,0 +1,137 @@
+"""Taking back what dead holders left: the tasks of dead workers and listeners, and
+expired leases.
+
+`Recovery` runs in the worker's thread. It takes back at once the tasks of a worker the
+lease keeper found dead (`take_back`): on the same machine, a task whose process still
+runs is watched to its end and the others go back in line; from another machine, every
+task goes back except one whose own process says it lives. Every `clean_interval` it also
+adopts the tasks of this host's dead listeners that are not workers of this library (the
+reference's), and takes back expired leases in every queue.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Callable
+
+from .atomic import Reservation, Scripts
+from .cleaning import light_clean
+from .liveness import is_this_host, listener_host_and_pid, listener_is_dead, process_alive
+from .running import Event, Origin, RunningTask, RunningTasks
+
+if TYPE_CHECKING:
+    from .leases import DeadWorker, Terms
+    from .models import Job, Queue
+
+logger = logging.getLogger(__name__)
+
+
+class Recovery:
+    """Takes back, for one worker, what dead holders left."""
+
+    def __init__(self, listener_id: str, queues: list[Queue], tasks: RunningTasks,
+                 scripts: Callable[[], Scripts], *, job_model: type[Job], terms: Terms,
+                 clean_interval: float, log: Callable[..., None] | None = None) -> None:
+        self.listener_id = listener_id
+        self.queues = {queue.pk.get(): queue for queue in queues}
+        self.queue_model = type(queues[0])
+        self.job_model = job_model
+        self.tasks = tasks
+        self.scripts = scripts
+        self.terms = terms
+        self.clean_interval = clean_interval
+        #: `log(message, level)`: the worker's own, so that its lines carry its id
+        self.log = log or (lambda message, level=logging.INFO: logger.log(level, message))
+        self._next_clean = 0.0
+
+    # -- dead workers --------------------------------------------------------------------------
+    def take_back(self, dead: DeadWorker) -> dict[str, str]:
+        """Take back the tasks of a dead worker, in every queue it listened to; forget it.
+
+        Returns `{task id: outcome}` of the tasks put back or failed.
+        """
+        names = dead.queues or self.queue_model.job_model.queue_names()
+        recovered: dict[str, str] = {}
+        for name in names:
+            queue = self.queue_model.named(name)
+            if not queue.remove_listener(dead.worker_id):
+                continue  # another worker takes them back
+            self.log(f"taking back the tasks of {dead.worker_id} in {name}: {dead.why}",
+                     logging.WARNING)
+            for task_id in queue.reserved(dead.worker_id).lrange(0, -1):
+                if dead.same_machine:
+                    recovered.update(self.adopt(queue, task_id))
+                else:
+                    recovered.update(self.recover(name, task_id, dead.worker_id,
+                                                  process_gone=False))
+        self.scripts().forget_worker(dead.worker_id, dead.machine)
+        return recovered
+
+    def recover(self, queue: str, task_id: str, holder: str | None, *, process_gone: bool,
+                attempt: int | None = None) -> dict[str, str]:
+        """Put one task of a dead holder back in line (or fail it, attempts used)."""
+        return self.scripts().recover(
+            [(queue, task_id, attempt, holder)], time.time(), expired_only=False,
+            max_attempts=self.terms.max_attempts, process_gone=process_gone,
+            why="its worker and process are gone" if process_gone else "its worker is gone")
+
+    # -- this host's dead listeners -------------------------------------------------------------
+    def clean(self) -> dict[str, str]:
+        """Every `clean_interval`: adopt this host's dead listeners' tasks, take back expired
+        leases in every queue. Returns `{task id: outcome}` of the tasks taken back."""
+        now = time.monotonic()
+        if now < self._next_clean:
+            return {}
+        self._next_clean = now + self.clean_interval
+        recovered = self.adopt_orphans()
+        recovered.update(light_clean(self.queue_model, max_attempts=self.terms.max_attempts))
+        return recovered
+
+    def adopt_orphans(self) -> dict[str, str]:
+        """Take over the tasks of this host's dead listeners on the worker's queues."""
+        records, now = self.queue_model.worker_records(), time.time()
+        recovered: dict[str, str] = {}
+        for queue in self.queues.values():
+            for listener in sorted(queue.listeners.smembers()):
+                if (listener == self.listener_id
+                        or not is_this_host(listener_host_and_pid(listener)[0])
+                        or not listener_is_dead(listener, records, now)):
+                    continue
+                if not queue.remove_listener(listener):
+                    continue  # another worker of this host adopts it
+                self.log(f"adopting the tasks of {listener}, whose process is gone")
+                for task_id in queue.reserved(listener).lrange(0, -1):
+                    recovered.update(self.adopt(queue, task_id))
+        return recovered
+
+    def adopt(self, queue: Queue, task_id: str) -> dict[str, str]:
+        """Watch, or take back, one task of a dead holder of this machine."""
+        name = queue.pk.get()
+        reservation = self.scripts().terms(name, task_id, self.terms.ttr,
+                                           self.terms.max_run_time, self.terms.max_attempts)
+        if reservation is None:
+            return {}
+        status, pid, pstart = (reservation.fields.get(field)
+                               for field in ("status", "pid", "pstart"))
+        if (status == "started" and pid and pid.isdigit()
+                and process_alive(int(pid), pstart or None)):
+            self.watch(queue, reservation, int(pid), pstart or None)
+            return {}
+        if status not in ("reserved", "started"):
+            return {}
+        return self.recover(name, task_id, reservation.node, process_gone=True,
+                            attempt=reservation.attempt or None)
+
+    def watch(self, queue: Queue, reservation: Reservation, pid: int, pstart: str | None) -> None:
+        """Follow a task running in a process this worker did not fork, to its end."""
+        job = self.job_model.from_reservation(reservation)
+        self.tasks.add(RunningTask(job, queue, Origin.ADOPTED, pid=pid, pstart=pstart))
+        self.log(f"[{reservation.queue}|{reservation.task_id}] still running in process {pid}: "
+                 "watching it")
+
+    def poll_adopted(self) -> None:
+        """Post `ENDED` for the adopted tasks whose process is gone."""
+        for task in self.tasks.snapshot():
+            if task.origin is Origin.ADOPTED and not process_alive(task.pid, task.pstart):
+                self.tasks.post(task, Event.ENDED)
