@@ -111,6 +111,8 @@ class Job(BluequeModel):
     max_attempts = fields.InstanceHashField()  # overrides the queue's and the worker's
     max_run_time = fields.InstanceHashField()  # seconds; overrides the queue's
     pstart = fields.InstanceHashField()  # start time of the process `pid` (pid reuse)
+    # set by a task process whose worker is gone: it still runs until then (Redis's clock)
+    alive_until = fields.InstanceHashField()
 
     #: when True, no task of this class is requeued after an error
     always_cancel_on_error = False
@@ -119,7 +121,7 @@ class Job(BluequeModel):
     BLUEQUE_FIELDS = (*TaskData.BLUEQUE_FIELDS, "reclaimed_node")
     #: the fields this library adds to a task hash (other Blueque clients ignore them)
     OWN_FIELDS = ("attempt", "ttr", "identifier", "priority", "cancel_on_error",
-                  "max_attempts", "max_run_time", "pstart")
+                  "max_attempts", "max_run_time", "pstart", "alive_until")
 
     @property
     def task_id(self) -> str:
