@@ -19,7 +19,7 @@ from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .connection import reaching
-from .exceptions import TaskExists
+from .exceptions import ProtocolError, TaskExists
 from .keys import KeySpace
 
 SCRIPT_NAMES = (
@@ -30,6 +30,9 @@ SCRIPT_NAMES = (
 
 #: shared Lua functions, prepended to the scripts that use them
 SHARED = {
+    "_types": ("enqueue", "schedule", "enqueue_due", "reserve", "start", "finish", "delete",
+               "add_listener", "remove_listener", "requeue", "renew", "recover", "tidy",
+               "terms", "materialize"),  # the type checks before a write
     "_holder": ("start", "finish", "requeue"),  # the holder check
     "_terms": ("reserve", "recover", "terms"),  # a task's lease terms
 }
@@ -115,6 +118,28 @@ class Reservation:
         return cls(**payload)
 
 
+#: most entries one reserve step passes over (ids that are not pending tasks) before it
+#: returns, so that a long run of bad entries never holds Redis for long
+PASS_OVER_BOUND = 100
+
+
+@dataclass(frozen=True)
+class PassedOver:
+    """What a reserve step passed over: ids that were not pending tasks (`dropped`: no
+    hash, or filed elsewhere by their status), tasks `quarantined` (id -> their queue and
+    the problem),
+    queues skipped as `broken` (name -> the key of another type), and whether it
+    stopped at its bound with `more` to pass over."""
+
+    dropped: list[str]
+    quarantined: dict[str, tuple[str, str]]
+    broken: dict[str, str]
+    more: bool
+
+    def __bool__(self) -> bool:
+        return bool(self.dropped or self.quarantined or self.broken or self.more)
+
+
 @dataclass(frozen=True)
 class Beat:
     """Who beats: a worker's listener id, its machine, and its identity (JSON)."""
@@ -175,9 +200,13 @@ class Scripts:
         try:
             return self._scripts[name](keys=list(keys), args=[_str(a) for a in args])
         except ResponseError as error:
-            if "TASKEXISTS" in str(error):
-                task_id = str(error).split("TASKEXISTS", 1)[1].strip()
+            text = str(error)
+            if "TASKEXISTS" in text:
+                task_id = text.split("TASKEXISTS", 1)[1].strip()
                 raise TaskExists(f"a task with id {task_id!r} exists already") from None
+            if "BADKEY" in text or "WRONGTYPE" in text:
+                detail = text.split("BADKEY", 1)[1].strip() if "BADKEY" in text else text
+                raise ProtocolError(f"the {name} step refused: {detail!a}") from None
             raise
         except (RedisConnectionError, RedisTimeoutError):
             with reaching(self.client):  # the error again, naming the server
@@ -199,36 +228,47 @@ class Scripts:
                   [queue, now, eta, task_id, parameters])
 
     def enqueue_due(self, queue: str, now: float, limit: int = 0) -> list[str]:
-        """Move the due scheduled tasks of a queue to its pending list; return their ids."""
+        """Move the due scheduled tasks of a queue to its pending list; return their ids.
+
+        A due id whose key holds no task hash (gone, or a value of another type) leaves the
+        schedule without being pushed."""
         k = self.keys
-        return list(self._run("enqueue_due", [k.scheduled(queue), k.pending(queue)],
-                              [now, k.task_prefix, k.wake_channel(queue), limit]))
+        moved, _ = self._run("enqueue_due", [k.scheduled(queue), k.pending(queue)],
+                             [now, k.task_prefix, k.wake_channel(queue), limit])
+        return list(moved)
 
     def reserve(self, queues: Sequence[str], listener_id: str, now: float, *,
                 pid: int | None = None, pstart: str | None = None,
                 ttrs: Sequence[float | str | None] | None = None,
                 max_run_time: float | None = None, max_attempts: int | None = None,
-                ) -> tuple[Reservation | None, list[str]]:
+                ) -> tuple[Reservation | None, PassedOver]:
         """Take the next pending task of the first queue that has one.
 
         With `pid`, the task is started by that pid (whose start mark is `pstart`) in
         the same step. `ttrs` (one per queue), `max_run_time` and `max_attempts` are the
         defaults of the lease terms (see `Reservation`). Returns the reservation (or
-        None) and the ids dropped on the way (no hash, not pending).
+        None) and what was passed over on the way (see `PassedOver`).
         """
         k = self.keys
         keys: list[str] = []
-        for queue in queues:
-            keys += [k.pending(queue), k.reserved(queue, listener_id), k.leases(queue),
-                     k.started(queue), k.queue_settings(queue)]
+        args: list[object] = [k.task_prefix, listener_id, now, pid, pstart, max_run_time,
+                              max_attempts, PASS_OVER_BOUND]
         ttrs = list(ttrs) if ttrs is not None else [None] * len(queues)
-        reply = self._run("reserve", keys, [k.task_prefix, listener_id, now, pid, pstart,
-                                            max_run_time, max_attempts, *ttrs])
-        index, task_id, flat, dropped = reply[:4]
+        for queue, ttr in zip(queues, ttrs):
+            keys += [k.pending(queue), k.reserved(queue, listener_id), k.leases(queue),
+                     k.started(queue), k.queue_settings(queue), k.failed(queue)]
+            args += [ttr, queue]
+        reply = self._run("reserve", keys, args)
+        index, task_id, flat = reply[:3]
+        dropped, quarantined, broken, more = reply[6:]
+        passed = PassedOver(list(dropped),
+                            {task_id: (queue, why) for queue, task_id, why
+                             in zip(quarantined[::3], quarantined[1::3], quarantined[2::3])},
+                            {queues[int(i) - 1]: why for i, why in zip(broken[::2], broken[1::2])},
+                            bool(int(more)))
         if not int(index):
-            return None, list(dropped)
-        return Reservation.from_reply(task_id, queues[int(index) - 1], flat, reply[4:]), \
-            list(dropped)
+            return None, passed
+        return Reservation.from_reply(task_id, queues[int(index) - 1], flat, reply[3:6]), passed
 
     def terms(self, queue: str, task_id: str, ttr: float | None,
               max_run_time: float | None, max_attempts: int | None) -> Reservation | None:
@@ -309,7 +349,7 @@ class Scripts:
             pipe.hdel(k.workers_info, worker_id)
             if machine is not None:
                 pipe.srem(k.machine_workers(machine), worker_id)
-            pipe.execute()
+            pipe.execute(raise_on_error=False)  # a record key of another type: left alone
 
     def recover(self, tasks: Sequence[tuple[str, str, int | str | None, str | None]],
                 now: float, *, expired_only: bool, max_attempts: int | None,

@@ -13,10 +13,14 @@ while workers run.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import cast
 
+from redis.exceptions import ResponseError
+
+from .exceptions import ProtocolError
 from .liveness import listener_is_dead, worker_records
 from .models import Job, Queue
 from .statuses import ALL, RUNNING, VALUES, Status
@@ -40,9 +44,10 @@ def light_clean(queue_model: type[Queue] = Queue, *, max_attempts: int | None = 
     with queue_model.client().pipeline(transaction=False) as pipe:
         for name in names:
             pipe.zrangebyscore(keys.leases(name), "-inf", now, start=0, num=LIGHT_CLEAN_BATCH)
-        expired = pipe.execute()
+        expired = pipe.execute(raise_on_error=False)
+    # a lease set of another type is an error in its place: that queue is skipped
     candidates = [(name, task_id, None, None) for name, ids in zip(names, expired)
-                  for task_id in ids]
+                  if not isinstance(ids, Exception) for task_id in ids]
     return queue_model.scripts().recover(candidates, now, expired_only=True,
                                          max_attempts=max_attempts, why="lease expired")
 
@@ -57,6 +62,7 @@ class CleanReport:
     dropped: list[tuple[str, str]] = field(default_factory=list)  # (key, member), no such task
     unknown_status: list[tuple[str, str | None]] = field(default_factory=list)  # (id, status)
     listeners_removed: list[tuple[str, str]] = field(default_factory=list)  # (queue, listener)
+    broken: list[tuple[str, str]] = field(default_factory=list)  # (key, problem): left alone
 
     def lines(self) -> list[str]:
         """The report as text: one line per kind of fix, then each unknown status."""
@@ -67,8 +73,18 @@ class CleanReport:
             f"entries dropped (no such task, or another status): {len(self.dropped)}",
             f"listeners removed: {len(self.listeners_removed)}",
             f"tasks with an unknown status (left alone): {len(self.unknown_status)}",
-        ] + [f"  unknown status {status!r}: task {task_id}"
-             for task_id, status in self.unknown_status]
+            f"keys holding another type, or steps refused (left alone): {len(self.broken)}",
+        ] + [f"  unknown status {status!a}: task {task_id!a}"
+             for task_id, status in self.unknown_status] + [
+            f"  {key!a}: {problem}" for key, problem in self.broken]
+
+    @contextmanager
+    def isolating(self, key: str) -> Iterator[None]:
+        """Go on past a key of another type (or a step it made refuse): report it."""
+        try:
+            yield
+        except (ResponseError, ProtocolError) as error:
+            self.broken.append((key, str(error)))
 
 
 def _file_again(queue_model: type[Queue], task_id: str, task: dict[str, str | None],
@@ -91,7 +107,8 @@ def _file_again(queue_model: type[Queue], task_id: str, task: dict[str, str | No
         report.relisted.append((task_id, key))
 
 
-def _scan_tasks(job_model: type[Job]) -> dict[str, dict[str, str | None]]:
+def _scan_tasks(job_model: type[Job], report: CleanReport | None = None,
+                ) -> dict[str, dict[str, str | None]]:
     """`{task id: its status, queue, node and eta fields}` for every task hash."""
     client, keys = job_model.client(), job_model.keys()
     prefix_length = len(keys.task_prefix)
@@ -102,7 +119,12 @@ def _scan_tasks(job_model: type[Job]) -> dict[str, dict[str, str | None]]:
         with client.pipeline(transaction=False) as pipe:
             for key in batch:
                 pipe.hmget(key, "status", "queue", "node", "eta")
-            for key, (status, queue, node, eta) in zip(batch, pipe.execute()):
+            for key, fields in zip(batch, pipe.execute(raise_on_error=False)):
+                if isinstance(fields, Exception):  # a task key holding another type
+                    if report is not None:
+                        report.broken.append((key, str(fields)))
+                    continue
+                status, queue, node, eta = fields
                 tasks[key[prefix_length:]] = {"status": status, "queue": queue, "node": node,
                                               "eta": eta}
         batch.clear()
@@ -131,7 +153,7 @@ def deep_clean(queue_model: type[Queue] = Queue, *, max_attempts: int | None = N
     """
     now = time.time() if now is None else now
     report = CleanReport()
-    tasks = _scan_tasks(queue_model.job_model)
+    tasks = _scan_tasks(queue_model.job_model, report)
     names = sorted(set(queue_model.job_model.queue_names())
                    | {str(task["queue"]) for task in tasks.values() if task["queue"]})
     listeners = _unregister_dead_listeners(queue_model, names, now, report)
@@ -159,12 +181,13 @@ def _unregister_dead_listeners(queue_model: type[Queue], names: list[str], now: 
     alive_until = worker_records(client, keys)
     listeners = _Listeners()
     for name in names:
-        members = set(cast("set[str]", client.smembers(keys.listeners(name))))
-        dead = {member for member in members if listener_is_dead(member, alive_until, now)}
-        for listener in sorted(dead):
-            if queue_model.named(name).remove_listener(listener):
-                report.listeners_removed.append((name, listener))
-        listeners.live[name], listeners.dead[name] = members - dead, dead
+        with report.isolating(keys.listeners(name)):
+            members = set(cast("set[str]", client.smembers(keys.listeners(name))))
+            dead = {member for member in members if listener_is_dead(member, alive_until, now)}
+            for listener in sorted(dead):
+                if queue_model.named(name).remove_listener(listener):
+                    report.listeners_removed.append((name, listener))
+            listeners.live[name], listeners.dead[name] = members - dead, dead
     return listeners
 
 
@@ -180,10 +203,12 @@ def _check_tasks(queue_model: type[Queue], tasks: dict[str, dict[str, str | None
             report.unknown_status.append((task_id, status))
         elif not name:
             report.unknown_status.append((task_id, f"{status} (no queue field)"))
-        elif Status(status) not in RUNNING:
-            _file_again(queue_model, task_id, task, report, now)
-        elif _must_take_back(queue_model, task_id, task, listeners, report, now):
-            to_recover.append((name, task_id, None, task["node"]))
+        else:
+            with report.isolating(queue_model.keys().task(task_id)):
+                if Status(status) not in RUNNING:
+                    _file_again(queue_model, task_id, task, report, now)
+                elif _must_take_back(queue_model, task_id, task, listeners, report, now):
+                    to_recover.append((name, task_id, None, task["node"]))
     return to_recover
 
 
@@ -231,10 +256,12 @@ def _drop_strays(queue_model: type[Queue], name: str, report: CleanReport) -> No
     """
     keys, client = queue_model.keys(), queue_model.client()
     for key, kind, statuses in keys.status_structures(name):
-        _drop_from(queue_model, key, kind, statuses, report)
+        with report.isolating(key):
+            _drop_from(queue_model, key, kind, statuses, report)
     held = tuple(status for status in ALL if status in RUNNING)
     for key in client.scan_iter(match=keys.reserved_pattern(name), count=1000):
-        _drop_from(queue_model, key, "list", held, report)
+        with report.isolating(key):
+            _drop_from(queue_model, key, "list", held, report)
 
 
 def _drop_from(queue_model: type[Queue], key: str, kind: str, statuses: tuple[Status, ...],
@@ -244,10 +271,13 @@ def _drop_from(queue_model: type[Queue], key: str, kind: str, statuses: tuple[St
     allowed = " ".join(status.value for status in statuses)
     if kind == "started":  # members "<listener> <pid> <task id>"
         for member in cast("set[str]", client.smembers(key)):
-            if scripts.tidy("unlist", member.rpartition(" ")[2], key, "set", allowed, member):
-                report.dropped.append((key, member))
+            with report.isolating(queue_model.keys().task(member.rpartition(" ")[2])):
+                if scripts.tidy("unlist", member.rpartition(" ")[2], key, "set", allowed,
+                                member):
+                    report.dropped.append((key, member))
         return
     members = client.lrange(key, 0, -1) if kind == "list" else client.zrange(key, 0, -1)
     for task_id in set(cast("list[str]", members)):
-        if scripts.tidy("unlist", task_id, key, kind, allowed):
-            report.dropped.append((key, task_id))
+        with report.isolating(queue_model.keys().task(task_id)):
+            if scripts.tidy("unlist", task_id, key, kind, allowed):
+                report.dropped.append((key, task_id))

@@ -260,3 +260,48 @@ def no_client_setinfo() -> dict[str, Any]:
     if "driver_info" in inspect.signature(redis.Redis.__init__).parameters:
         return {"driver_info": None}
     return {"lib_name": None, "lib_version": None}
+
+
+class SurrogateSafePacker:
+    """redis-py's command packer that also sends text holding lone surrogates.
+
+    Replies are decoded with `surrogateescape`, so an id that is not UTF-8 reaches Python
+    as text with lone surrogates, and must go back to Redis as the same bytes. hiredis's
+    packer refuses such text (`UnicodeEncodeError`) whatever the client's
+    `encoding_errors`; this packer then packs the command with redis-py's own Python
+    serializer and a `surrogateescape` encoder. Relies on `redis.connection`'s
+    `HiredisRespSerializer`, `PythonRespSerializer(buffer_cutoff, encode)` and
+    `Encoder(encoding, errors, decode_responses)`, and on the `command_packer` keyword a
+    `Connection` takes (redis-py 5.0.0 and 8.1.0).
+    """
+
+    def __init__(self) -> None:
+        import redis.connection as connection
+
+        Encoder: Any = connection.Encoder  # type: ignore[attr-defined]
+        PythonRespSerializer: Any = connection.PythonRespSerializer
+
+        try:
+            from redis.connection import HiredisRespSerializer
+
+            self.fast: Any = HiredisRespSerializer() if _hiredis_packs() else None
+        except ImportError:
+            self.fast = None
+        encoder: Any = Encoder("utf-8", "surrogateescape", False)
+        self.slow: Any = PythonRespSerializer(6000, encoder.encode)
+
+    def pack(self, *args: Any) -> Any:
+        if self.fast is not None:
+            try:
+                return self.fast.pack(*args)
+            except UnicodeEncodeError:
+                pass
+        return self.slow.pack(*args)
+
+
+def _hiredis_packs() -> bool:
+    try:
+        import hiredis
+    except ImportError:
+        return False
+    return hasattr(hiredis, "pack_command")

@@ -51,7 +51,9 @@ def lean_connection_options() -> dict[str, Any]:
     from redis.backoff import NoBackoff
     from redis.retry import Retry
 
-    options: dict[str, Any] = {"protocol": 2, "retry": Retry(NoBackoff(), 0)}
+    options: dict[str, Any] = {"protocol": 2, "retry": Retry(NoBackoff(), 0),
+                               # ids that are not UTF-8 go back to Redis as they came
+                               "command_packer": compat.SurrogateSafePacker()}
     options.update(compat.no_client_setinfo())
     return options
 

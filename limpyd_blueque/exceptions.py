@@ -74,3 +74,14 @@ class WorkerInterrupted(BaseException):
 
 class TaskExists(LimpydBluequeError):
     """A task with this id exists already."""
+
+
+class QuarantinedTask(ProtocolError):
+    """A task whose record cannot be run as it is: failed, filed, never run."""
+
+    code = "quarantined"
+
+    def __init__(self, task_id: str, problem: str) -> None:
+        super().__init__(f"task {task_id!a} quarantined: {problem}")
+        self.task_id = task_id
+        self.problem = problem

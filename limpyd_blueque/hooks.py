@@ -8,11 +8,13 @@ The attributes it relies on are declared below and set by `Worker`.
 from __future__ import annotations
 
 import logging
+import time
 import traceback
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from .exceptions import InvalidParameters, LimpydBluequeError, TaskKilled, WorkerInterrupted
+from .atomic import PassedOver, Reservation
+from .exceptions import InvalidParameters, QuarantinedTask, TaskKilled, WorkerInterrupted
 from .liveness import listener_id_for
 from .models import Job, Queue
 from .outcomes import OutcomeRecorder, attempt_of, error_text
@@ -31,6 +33,7 @@ class WorkerHooks(WorkerSettings):
     runner: TaskRunner
     outcomes: OutcomeRecorder
     num_loops: int
+    _broken_logged: dict[str, float]
     #: settings that are None until `Worker.validate` derives them from `ttr`: numbers
     #: once the worker is made
     heartbeat_interval: float
@@ -75,15 +78,29 @@ class WorkerHooks(WorkerSettings):
         return job.run(queue)
 
     # -- tasks that did not end normally ------------------------------------------------------
-    def task_dropped(self, task_id: str) -> None:
-        """A pending list held an id that was not a pending task: it was removed."""
-        try:
-            job = self.job_model.load(task_id)
-        except LimpydBluequeError:
-            self.log(f"dropped {task_id}: a pending id with no task hash", logging.WARNING)
-            return
-        queue = self.queue(job.queue.hget() or self.queues[0])
-        self.job_skipped(job, queue)
+    def passed_over(self, passed: PassedOver) -> None:
+        """What a reserve step passed over: ids that were not pending tasks (one line with
+        their count), quarantined tasks (`task_quarantined` each), queues with a key of
+        another type (one line a minute each); the other queues went on."""
+        if passed.dropped:
+            self.log(f"dropped {len(passed.dropped)} pending id(s) that were not pending tasks "
+                     f"(first: {passed.dropped[0]!a})", logging.WARNING)
+        for task_id, (queue_name, problem) in passed.quarantined.items():
+            self.task_quarantined(task_id, self.queue(queue_name), problem)
+        now = time.monotonic()
+        for queue_name, problem in passed.broken.items():
+            if self._broken_logged.get(queue_name, 0.0) <= now:
+                self._broken_logged[queue_name] = now + 60
+                self.log(f"[{queue_name}] skipped: {problem!a}", logging.ERROR)
+
+    def task_quarantined(self, task_id: str, queue: Queue, problem: str) -> None:
+        """A task that could not be run as it is was failed and filed by the reserve step:
+        store an `Error` naming the problem, and log one line."""
+        error = QuarantinedTask(task_id, problem)
+        job = self.job_model.from_reservation(Reservation(task_id, queue.pk.get(), {}))
+        if self.save_errors:
+            self.outcomes.store_error(self.error_model, job, queue, error, None)
+        self.log(f"[{queue.pk.get()}|{task_id!a}] quarantined: {problem!a}", logging.ERROR)
 
     def process_ended(self, task: RunningTask, cause: TaskKilled) -> None:
         """The one rule for a task whose process ended without saying its outcome was

@@ -11,6 +11,7 @@ import socket
 from typing import TYPE_CHECKING, cast
 
 import psutil
+from redis.exceptions import ResponseError
 
 from .connection import reaching
 
@@ -144,10 +145,14 @@ def worker_records(client: Redis, keys: KeySpace) -> dict[str, float]:
     """`{listener id: time until which it is alive}` for the workers of this library.
 
     Read from the sorted set `keys.workers`, where each worker, at every heartbeat, says it
-    is alive until three heartbeats ahead. `RedisUnavailable` when Redis cannot be reached.
+    is alive until its liveness timeout ahead (Redis's clock). No record when that key holds
+    another type. `RedisUnavailable` when Redis cannot be reached.
     """
     with reaching(client):
-        pairs = client.zrange(keys.workers, 0, -1, withscores=True)
+        try:
+            pairs = client.zrange(keys.workers, 0, -1, withscores=True)
+        except ResponseError:
+            return {}
     return dict(cast("list[tuple[str, float]]", pairs))
 
 

@@ -6,6 +6,8 @@ import logging
 import time
 from typing import TYPE_CHECKING, Callable
 
+from .exceptions import ProtocolError
+
 if TYPE_CHECKING:
     from .models import Queue
 
@@ -32,12 +34,21 @@ class DueTasks:
         self.next_due = now + self.interval
         total = 0
         for queue in self.queues:
-            while True:  # in chunks: one script never holds Redis long
-                moved = queue.enqueue_due(limit=DUE_CHUNK)
-                total += len(moved)
-                if moved:
-                    self.log(f"[{queue.pk.get()}] {len(moved)} scheduled task(s) now pending",
-                             logging.DEBUG)
-                if len(moved) < DUE_CHUNK:
-                    break
+            total += self._move(queue)
         return total
+
+    def _move(self, queue: Queue) -> int:
+        """Move one queue's due tasks; a queue whose keys are broken is logged and skipped."""
+        total = 0
+        while True:  # in chunks: one script never holds Redis long
+            try:
+                moved = queue.enqueue_due(limit=DUE_CHUNK)
+            except ProtocolError as error:
+                self.log(f"[{queue.pk.get()}] due tasks not moved: {error}", logging.ERROR)
+                return total
+            total += len(moved)
+            if moved:
+                self.log(f"[{queue.pk.get()}] {len(moved)} scheduled task(s) now pending",
+                         logging.DEBUG)
+            if len(moved) < DUE_CHUNK:
+                return total

@@ -16,6 +16,7 @@ import time
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
+from .atomic import PassedOver
 from .connection import private_client, safety_warnings
 from .exceptions import (
     ConfigurationError,
@@ -72,6 +73,7 @@ class Worker(WorkerHooks):
         self.due = DueTasks([self.queue(name) for name in self.queues], self.schedule_interval,
                             log=self.log)
         self._old_handlers: dict[int, Any] = {}
+        self._broken_logged: dict[str, float] = {}
 
     # -- settings and parts -----------------------------------------------------------------
     def runner_class(self) -> type[TaskRunner]:
@@ -288,13 +290,17 @@ class Worker(WorkerHooks):
         reserved and started at once for the process that will run it.
         """
         pid, pstart = self.runner.next_process()
+        passed: list[PassedOver] = []
         job, reservation = self.queue_model.reserve_from(
             self.queues, self.id, pid=pid, pstart=pstart, ttr=self.ttr,
             max_run_time=self.max_run_time, max_attempts=self.max_attempts,
-            job_model=self.job_model, on_dropped=self.task_dropped)
+            job_model=self.job_model, report=passed.append)
+        for report in passed:
+            self.passed_over(report)
         if job is not None and reservation is not None:
             return job, self.queue(reservation.queue)
-        self.wait(self.wait_time())
+        if not any(report.more for report in passed):  # else: more to pass over, at once
+            self.wait(self.wait_time())
         return None, None
 
     def move_due_tasks(self) -> None:

@@ -106,9 +106,9 @@ def test_reserve_drops_ids_without_a_task_hash(queue, conn):
     conn.lpush("blueque_pending_tasks_jobs", "ghost")
     job = queue.enqueue("real")
     conn.lpush("blueque_pending_tasks_jobs", "ghost2")  # newest, taken last
-    dropped = []
-    reserved, _ = Queue.reserve_from(["jobs"], LISTENER, on_dropped=dropped.append)
-    assert dropped == ["ghost"]
+    passed = []
+    reserved, _ = Queue.reserve_from(["jobs"], LISTENER, report=passed.append)
+    assert passed[0].dropped == ["ghost"]
     assert reserved.pk.get() == job.pk.get()
     assert conn.lrange(f"blueque_reserved_tasks_jobs_{LISTENER}", 0, -1) == [job.pk.get()]
 

@@ -3,6 +3,8 @@
 -- KEYS[3] blueque_failed_tasks_<queue>
 -- ARGV[1] task id, ARGV[2] queue the caller believes the task is in
 -- Returns {1} when deleted, {0, status, queue} when refused, {-1} when missing.
+local refused = refuse_misfit({{KEYS[1], 'hash'}, {KEYS[2], 'list'}, {KEYS[3], 'list'}})
+if refused then return refused end
 local status = redis.call('HGET', KEYS[1], 'status')
 if not status then return {-1} end
 local queue = redis.call('HGET', KEYS[1], 'queue') or ''

@@ -8,6 +8,8 @@
 -- ARGV[4..] pairs: task id, parameters
 -- Returns the number of tasks created. Refuses the whole call if a task id exists.
 local queue, now, channel = ARGV[1], ARGV[2], ARGV[3]
+local refused = refuse_misfit({{KEYS[2], 'list'}})
+if refused then return refused end
 local count = #KEYS - 2
 for i = 1, count do
     if redis.call('EXISTS', KEYS[i + 2]) == 1 then
@@ -18,7 +20,8 @@ for i = 1, count do
     redis.call('HSET', KEYS[i + 2], 'status', 'pending', 'queue', queue,
         'parameters', ARGV[3 + 2 * i], 'created', now, 'updated', now)
 end
-redis.call('ZINCRBY', KEYS[1], 0, queue)
+-- a queue index of another type is left alone: the tasks are made all the same
+if not misfit({{KEYS[1], 'zset'}}) then redis.call('ZINCRBY', KEYS[1], 0, queue) end
 for i = 1, count do
     redis.call('LPUSH', KEYS[2], ARGV[2 + 2 * i])
 end

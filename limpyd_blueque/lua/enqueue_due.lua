@@ -4,8 +4,11 @@
 -- ARGV[1] now, ARGV[2] key prefix of task hashes, ARGV[3] wake-up channel,
 -- ARGV[4] most tasks to move (0: all)
 -- Task hash keys are the prefix plus an id read here: the ids are only known inside.
--- Returns the ids moved, in the order they were pushed. An id whose hash is gone is
--- removed from the schedule and not pushed.
+-- Returns {the ids moved, in the order they were pushed; the ids removed from the schedule
+-- without being pushed, because their key holds no task hash (gone, or another type)}.
+-- A schedule or pending list of another type refuses the step (BADKEY).
+local refused = refuse_misfit({{KEYS[1], 'zset'}, {KEYS[2], 'list'}})
+if refused then return refused end
 local now, prefix = ARGV[1], ARGV[2]
 local limit = tonumber(ARGV[4])
 local due
@@ -14,11 +17,13 @@ if limit > 0 then
 else
     due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)
 end
-local moved = {}
+local moved, dropped = {}, {}
 for _, id in ipairs(due) do
     redis.call('ZREM', KEYS[1], id)
     local key = prefix .. id
-    if redis.call('EXISTS', key) == 1 then
+    if redis.call('TYPE', key)['ok'] ~= 'hash' then
+        dropped[#dropped + 1] = id
+    else
         redis.call('LPUSH', KEYS[2], id)
         redis.call('HSET', key, 'status', 'pending', 'updated', now)
         moved[#moved + 1] = id
@@ -27,4 +32,4 @@ end
 if #moved > 0 then
     redis.call('PUBLISH', ARGV[3], #moved)
 end
-return moved
+return {moved, dropped}

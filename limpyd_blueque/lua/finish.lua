@@ -7,7 +7,10 @@
 -- ARGV[4] 'complete' or 'failed', ARGV[5] result or error, ARGV[6] now,
 -- ARGV[7] attempt the caller holds ('': not checked)
 -- Returns {1} when finished, {0, status, node, attempt} when refused, {-1} when missing.
-local refused = refuse_unless_held(KEYS[1], {reserved = true, started = true}, ARGV[2],
+local refused = refuse_misfit({{KEYS[1], 'hash'}, {KEYS[2], 'list'}, {KEYS[3], 'set'},
+    {KEYS[4], 'list'}, {KEYS[5], 'zset'}})
+if refused then return refused end
+refused = refuse_unless_held(KEYS[1], {reserved = true, started = true}, ARGV[2],
     ARGV[7])
 if refused then return refused end
 local pid = ARGV[3]

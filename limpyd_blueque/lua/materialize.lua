@@ -8,10 +8,15 @@
 --   (started: members are '<listener> <pid> <id>', the id is the last word)
 -- Returns the size of the temporary set.
 local prefix = ARGV[1]
+local refused = refuse_misfit({{KEYS[1], 'set'}})
+if refused then return refused end
 for i = 2, #KEYS do
     local kind, status = string.match(ARGV[1 + i], '^(%S+) (%S+)$')
-    local members
-    if kind == 'list' then
+    local members = {}
+    local expected = ({list = 'list', zset = 'zset', started = 'set'})[kind]
+    if misfit({{KEYS[i], expected}}) then
+        members = {}  -- a source of another type holds no task: passed over
+    elseif kind == 'list' then
         members = redis.call('LRANGE', KEYS[i], 0, -1)
     elseif kind == 'zset' then
         members = redis.call('ZRANGE', KEYS[i], 0, -1)
@@ -21,7 +26,8 @@ for i = 2, #KEYS do
     for _, member in ipairs(members) do
         local id = member
         if kind == 'started' then id = string.match(member, '(%S+)$') end
-        if id and redis.call('HGET', prefix .. id, 'status') == status then
+        if id and redis.call('TYPE', prefix .. id)['ok'] == 'hash'
+                and redis.call('HGET', prefix .. id, 'status') == status then
             redis.call('SADD', KEYS[1], id)
         end
     end

@@ -22,14 +22,31 @@ for i = 1, #KEYS / 6 do
         KEYS[6 * i - 5], KEYS[6 * i - 4], KEYS[6 * i - 3], KEYS[6 * i - 2], KEYS[6 * i - 1], KEYS[6 * i]
     local id, reserved_prefix, channel, expected, holder =
         ARGV[5 * i], ARGV[5 * i + 1], ARGV[5 * i + 2], ARGV[5 * i + 3], ARGV[5 * i + 4]
-    local status = redis.call('HGET', task, 'status')
-    local attempt = redis.call('HGET', task, 'attempt') or ''
-    local node = redis.call('HGET', task, 'node') or ''
-    local score = redis.call('ZSCORE', leases, id)
+    local status = nil
+    local bad = misfit({{task, 'hash'}, {leases, 'zset'}, {pending, 'list'}, {failed, 'list'},
+        {started, 'set'}, {settings, 'hash'}, {reserved_prefix .. (redis.call('TYPE', task)['ok'] == 'hash'
+            and (redis.call('HGET', task, 'node') or '') or ''), 'list'}})
+    if not bad then status = redis.call('HGET', task, 'status') end
+    local attempt, node, score = '', '', nil
+    if not bad then
+        attempt = redis.call('HGET', task, 'attempt') or ''
+        node = redis.call('HGET', task, 'node') or ''
+        score = redis.call('ZSCORE', leases, id)
+    end
     -- checked before anything is written (see _terms.lua)
-    local max = first_number(task, settings, 'max_attempts', default_max)
+    local max = nil
+    if not bad then max = first_number(task, settings, 'max_attempts', default_max) end
     local outcome = 'skipped'
-    if status ~= 'reserved' and status ~= 'started' then
+    if bad then
+        -- a key of another type: the task is left for the deep clean to report; a lease
+        -- entry pointing at something that is no task hash is removed, so that it never
+        -- hides the real expired leases behind it
+        outcome = 'broken'
+        local kind = redis.call('TYPE', task)['ok']
+        if kind ~= 'hash' and redis.call('TYPE', leases)['ok'] == 'zset' then
+            redis.call('ZREM', leases, id)
+        end
+    elseif status ~= 'reserved' and status ~= 'started' then
         -- finished or gone: only a stale lease entry is left to remove
         redis.call('ZREM', leases, id)
     elseif (expected == '' or expected == attempt) and (holder == '' or holder == node)

@@ -19,7 +19,8 @@ local clock = redis.call('TIME')
 local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
 local worker, timeout, orphan = ARGV[1], tonumber(ARGV[2]) or 0, ARGV[4] == '1'
 local siblings, expired = {}, {}
-if worker ~= '' then
+-- records of another type are left alone: the worker goes on (and nobody is judged dead)
+if worker ~= '' and not misfit({{KEYS[1], 'zset'}, {KEYS[2], 'hash'}, {KEYS[3], 'set'}}) then
     redis.call('ZADD', KEYS[1], now + timeout, worker)
     redis.call('HSET', KEYS[2], worker, ARGV[3])
     redis.call('SADD', KEYS[3], worker)
@@ -35,7 +36,10 @@ local lost = {}
 for i = 1, (#KEYS - 3) / 2 do
     local task, leases = KEYS[2 * i + 2], KEYS[2 * i + 3]
     local id, attempt, ttr = ARGV[3 * i + 2], ARGV[3 * i + 3], ARGV[3 * i + 4]
-    local status = redis.call('HGET', task, 'status')
+    local status = nil
+    if not misfit({{task, 'hash'}, {leases, 'zset'}}) then
+        status = redis.call('HGET', task, 'status')
+    end
     if (status == 'reserved' or status == 'started')
             and (redis.call('HGET', task, 'attempt') or '') == attempt then
         local deadline = '+inf'

@@ -8,7 +8,10 @@
 -- ARGV[7] wake-up channel, ARGV[8] 'front' (taken next) or 'back' (end of the line),
 -- ARGV[9] priority change ('': none)
 -- Returns {1} when requeued, {0, status, node, attempt} when refused, {-1} when missing.
-local refused = refuse_unless_held(KEYS[1], {reserved = true, started = true}, ARGV[2],
+local refused = refuse_misfit({{KEYS[1], 'hash'}, {KEYS[2], 'list'}, {KEYS[3], 'set'},
+    {KEYS[4], 'list'}, {KEYS[5], 'zset'}, {KEYS[6], 'zset'}})
+if refused then return refused end
+refused = refuse_unless_held(KEYS[1], {reserved = true, started = true}, ARGV[2],
     ARGV[3])
 if refused then return refused end
 local id = ARGV[1]

@@ -1,54 +1,112 @@
 -- Blueque "Node Task Pop", made atomic: take the oldest pending task of the first
 -- queue that has one, and mark it reserved (or started, when a pid is given) at once.
--- KEYS, five per queue, queues in the order they are tried:
+-- KEYS, six per queue, queues in the order they are tried:
 --   blueque_pending_tasks_<queue>, blueque_reserved_tasks_<queue>_<listener>,
---   <prefix>:leases:<queue>, blueque_started_tasks_<queue>, <prefix>:queue:<queue>
+--   <prefix>:leases:<queue>, blueque_started_tasks_<queue>, <prefix>:queue:<queue>,
+--   blueque_failed_tasks_<queue>
 -- ARGV[1] key prefix of task hashes (ids are only known inside)
 -- ARGV[2] listener id, ARGV[3] now
 -- ARGV[4] pid: '' to reserve only; a pid to reserve and start in the same step
 -- ARGV[5] start time of that process (kept to tell it from a later one with its pid)
 -- ARGV[6] default maximum run time, ARGV[7] default maximum attempts ('': none)
--- ARGV[7 + i] default lease length in seconds for queue i ('' or '0': no expiry;
---   'never': no expiry whatever the task or queue say, for a caller that does not
---   renew leases)
+-- ARGV[8] most entries to pass over in one call (ids that are not pending tasks)
+-- then two per queue: ARGV[7 + 2i] default lease length in seconds for queue i ('' or
+--   '0': no expiry; 'never': no expiry whatever the task or queue say, for a caller
+--   that does not renew leases), ARGV[8 + 2i] the queue's name
 -- Each term is the task's own, else its queue's, else the default (see _terms.lua).
 -- Lease ends are timed by the server's clock, so clients' clocks need not agree.
--- Returns {queue index (0: nothing), task id, task hash as a flat list, dropped ids,
---   ttr, max run time, max attempts ('' for none)}.
--- Dropped ids are list entries with no task hash, or a hash that is not pending.
+-- A queue one of whose keys holds another type is skipped (reported in `broken`), so
+-- one bad key never blocks the other queues. An id whose hash is gone, or that is filed
+-- elsewhere by its known status, is dropped from the list. A task that cannot be run as
+-- it is (no hash but a value of another type, an unknown status, no or another queue,
+-- an attempt that is not a number) is quarantined: failed with an error naming the
+-- problem, filed in this queue's failed list, never run.
+-- Returns {queue index (0: nothing), task id, task hash as a flat list, ttr, max run time,
+--   max attempts ('' for none), dropped ids, quarantined (flat: queue, id, problem),
+--   broken (flat: queue index, problem), 1 when it stopped early at the ARGV[8] bound}.
 local prefix, listener, now, pid = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local bound = tonumber(ARGV[8]) or 100
 local clock = redis.call('TIME')
 local server_now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
-local dropped = {}
-for i = 1, #KEYS / 5 do
-    local pending, reserved = KEYS[5 * i - 4], KEYS[5 * i - 3]
-    local leases, started, settings = KEYS[5 * i - 2], KEYS[5 * i - 1], KEYS[5 * i]
-    while true do
-        local id = redis.call('RPOPLPUSH', pending, reserved)
-        if not id then break end
-        local key = prefix .. id
-        local status = redis.call('HGET', key, 'status')
-        if status ~= 'pending' then
-            redis.call('LREM', reserved, -1, id)
-            dropped[#dropped + 1] = id
-        else
-            -- the terms, read before anything is written
-            local ttr, max_run_time, max_attempts = lease_terms(key, settings, ARGV[7 + i],
-                ARGV[6], ARGV[7])
-            local deadline = '+inf'
-            if ttr ~= 'never' and ttr and ttr > 0 then deadline = server_now + ttr end
-            redis.call('HINCRBY', key, 'attempt', 1)
-            if pid == '' then
-                redis.call('HSET', key, 'status', 'reserved', 'node', listener, 'updated', now)
+local statuses = {scheduled = true, pending = true, reserved = true, started = true,
+    complete = true, failed = true}
+local dropped, quarantined, broken, passed = {}, {}, {}, 0
+
+local function problem_of(key, id, queue)
+    local kind = redis.call('TYPE', key)['ok']
+    if kind == 'none' then return nil, 'drop' end
+    if kind ~= 'hash' then return 'its key holds a ' .. kind .. ', not a hash', 'bad' end
+    local status = redis.call('HGET', key, 'status')
+    if status ~= 'pending' then
+        if status and statuses[status] then return nil, 'drop' end
+        return 'status ' .. string.format('%q', tostring(status)) .. ' is not a status', 'bad'
+    end
+    local own = redis.call('HGET', key, 'queue')
+    if own ~= queue then
+        return 'queue field ' .. string.format('%q', tostring(own)) .. ', found in ' .. queue, 'bad'
+    end
+    local attempt = redis.call('HGET', key, 'attempt')
+    if attempt and not string.match(attempt, '^%d+$') then
+        return 'attempt field ' .. string.format('%q', attempt) .. ' is not a count', 'bad'
+    end
+    return nil, 'ok'
+end
+
+local function quarantine(key, id, queue, reserved, failed, why)
+    redis.call('LREM', reserved, -1, id)
+    quarantined[#quarantined + 1] = queue
+    quarantined[#quarantined + 1] = id
+    quarantined[#quarantined + 1] = why
+    if redis.call('TYPE', key)['ok'] == 'hash' then
+        redis.call('HSET', key, 'status', 'failed', 'queue', queue, 'updated', now,
+            'error', 'Quarantined: ' .. why)
+        redis.call('LPUSH', failed, id)
+    end
+end
+
+for i = 1, #KEYS / 6 do
+    local pending, reserved = KEYS[6 * i - 5], KEYS[6 * i - 4]
+    local leases, started, settings, failed = KEYS[6 * i - 3], KEYS[6 * i - 2], KEYS[6 * i - 1], KEYS[6 * i]
+    local queue = ARGV[8 + 2 * i]
+    local bad, found = misfit({{pending, 'list'}, {reserved, 'list'}, {leases, 'zset'},
+        {started, 'set'}, {settings, 'hash'}, {failed, 'list'}})
+    if bad then
+        broken[#broken + 1] = i
+        broken[#broken + 1] = bad .. ' holds a ' .. found
+    else
+        while passed < bound do
+            local id = redis.call('RPOPLPUSH', pending, reserved)
+            if not id then break end
+            local key = prefix .. id
+            local why, verdict = problem_of(key, id, queue)
+            if verdict == 'drop' then
+                redis.call('LREM', reserved, -1, id)
+                dropped[#dropped + 1] = id
+                passed = passed + 1
+            elseif verdict == 'bad' then
+                quarantine(key, id, queue, reserved, failed, why)
+                passed = passed + 1
             else
-                redis.call('HSET', key, 'status', 'started', 'node', listener, 'pid', pid,
-                    'pstart', ARGV[5], 'updated', now)
-                redis.call('SADD', started, listener .. ' ' .. pid .. ' ' .. id)
+                local ttr, max_run_time, max_attempts = lease_terms(key, settings,
+                    ARGV[7 + 2 * i], ARGV[6], ARGV[7])
+                local deadline = '+inf'
+                if ttr ~= 'never' and ttr and ttr > 0 then deadline = server_now + ttr end
+                redis.call('HINCRBY', key, 'attempt', 1)
+                if pid == '' then
+                    redis.call('HSET', key, 'status', 'reserved', 'node', listener, 'updated', now)
+                else
+                    redis.call('HSET', key, 'status', 'started', 'node', listener, 'pid', pid,
+                        'pstart', ARGV[5], 'updated', now)
+                    redis.call('SADD', started, listener .. ' ' .. pid .. ' ' .. id)
+                end
+                redis.call('ZADD', leases, deadline, id)
+                return {i, id, redis.call('HGETALL', key), term_text(ttr),
+                    term_text(max_run_time), term_text(max_attempts), dropped, quarantined,
+                    broken, 0}
             end
-            redis.call('ZADD', leases, deadline, id)
-            return {i, id, redis.call('HGETALL', key), dropped, term_text(ttr),
-                term_text(max_run_time), term_text(max_attempts)}
         end
     end
 end
-return {0, '', {}, dropped, '', '', ''}
+local more = 0
+if passed >= bound then more = 1 end
+return {0, '', {}, '', '', '', dropped, quarantined, broken, more}

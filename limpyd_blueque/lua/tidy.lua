@@ -8,6 +8,8 @@
 -- ARGV[3] task id, ARGV[4] member (set) or score (zset) to use
 -- Returns 1 when it changed something, else 0.
 local action, kind, id, member, statuses = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local refused = refuse_misfit({{KEYS[1], 'hash'}, {KEYS[2], kind}})
+if refused then return refused end
 local status = redis.call('HGET', KEYS[1], 'status')
 local present
 if kind == 'list' then

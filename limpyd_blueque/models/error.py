@@ -46,7 +46,9 @@ class Error(BluequeModel):
         values = {
             "queue_name": queue_name,
             "job_pk": job.task_id,
-            "identifier": job.known.get("identifier") or job.identifier.hget() or "",
+            # read from the hash only when the job has no reservation (its fields known)
+            "identifier": (job.known.get("identifier") if job.task is not None
+                           else job.identifier.hget()) or "",
             "date": when.strftime("%Y-%m-%d"),
             "time": when.strftime("%H:%M:%S.%f"),
             "timestamp": repr(when.timestamp()),

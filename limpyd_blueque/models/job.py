@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, cast
 from limpyd import fields
 from limpyd.collection import CollectionManager
 from limpyd.exceptions import DoesNotExist
+from redis.exceptions import ResponseError
 
 from .. import compat
 from ..atomic import Outcome, Reservation
@@ -178,8 +179,11 @@ class Job(BluequeModel):
 
     @classmethod
     def queue_names(cls) -> list[str]:
-        """Every queue `blueque_queues` lists."""
-        return cast("list[str]", cls.client().zrange(cls.keys().queues, 0, -1))
+        """Every queue `blueque_queues` lists (none when that key holds another type)."""
+        try:
+            return cast("list[str]", cls.client().zrange(cls.keys().queues, 0, -1))
+        except ResponseError:
+            return []
 
     @classmethod
     def materialize(cls, pairs: Iterable[tuple[str, str]]) -> str:

@@ -10,7 +10,7 @@ from typing import Any, Callable, cast
 from limpyd import fields
 
 from .. import compat
-from ..atomic import Reservation
+from ..atomic import PassedOver, Reservation
 from ..connection import reaching
 from ..exceptions import ConfigurationError, InvalidTransition
 from ..keys import STATUS_STRUCTURES, check_listener_id, check_queue_name
@@ -151,7 +151,7 @@ class Queue(BluequeModel):
                      pstart: str | None = None, ttr: float | str | None = None,
                      max_run_time: float | None = None, max_attempts: int | None = None,
                      job_model: type[Job] | None = None,
-                     on_dropped: Callable[[str], None] | None = None,
+                     report: Callable[[PassedOver], None] | None = None,
                      ) -> tuple[Job | None, Reservation | None]:
         """Blueque "Node Task Pop", atomic: take the next task of the first non-empty queue.
 
@@ -161,16 +161,16 @@ class Queue(BluequeModel):
         neither the task nor its queue sets them (`atomic.NEVER_EXPIRES` as `ttr`: a
         lease that never expires whatever they say). Returns `(job, reservation)`, the
         job being of `job_model` (default: this model's) and remembering its
-        reservation, or `(None, None)`. Ids met on the way that were not pending tasks
-        are removed, and given to `on_dropped`.
+        reservation, or `(None, None)`. What the step passed over on the way (ids that
+        were not pending tasks, tasks quarantined, queues with a key of another type:
+        see `atomic.PassedOver`) is given to `report`, when there is any.
         """
         names = [check_queue_name(queue) for queue in queues]
-        reservation, dropped = cls.scripts().reserve(
+        reservation, passed = cls.scripts().reserve(
             names, check_listener_id(listener_id), time.time(), pid=pid, pstart=pstart,
             ttrs=[ttr] * len(names), max_run_time=max_run_time, max_attempts=max_attempts)
-        if on_dropped is not None:
-            for task_id in dropped:
-                on_dropped(task_id)
+        if report is not None and passed:
+            report(passed)
         if reservation is None:
             return None, None
         return (job_model or cls.job_model).from_reservation(reservation), reservation
