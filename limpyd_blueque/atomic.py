@@ -7,6 +7,7 @@ the keys (from `keys.KeySpace`) and decodes the reply. Nothing else calls Lua.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -62,7 +63,8 @@ NEVER_EXPIRES = "never"
 
 
 def _number(text: str | None) -> float | None:
-    return float(text) if text else None
+    value = float(text) if text else None
+    return value if value is not None and math.isfinite(value) else None
 
 
 @dataclass(frozen=True)

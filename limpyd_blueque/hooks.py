@@ -11,7 +11,7 @@ import logging
 import time
 import traceback
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from .atomic import PassedOver, Reservation
 from .exceptions import InvalidParameters, QuarantinedTask, TaskKilled, WorkerInterrupted
@@ -78,6 +78,10 @@ class WorkerHooks(WorkerSettings):
         return job.run(queue)
 
     # -- tasks that did not end normally ------------------------------------------------------
+    def retrying(self, step: Callable[[], Any]) -> Any:
+        """Run `step`, retrying for `outcome_retry_timeout` seconds while Redis is away."""
+        return self.outcomes.retrying(step)
+
     def passed_over(self, passed: PassedOver) -> None:
         """What a reserve step passed over: ids that were not pending tasks (one line with
         their count), quarantined tasks (`task_quarantined` each), queues with a key of

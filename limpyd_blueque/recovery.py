@@ -15,8 +15,11 @@ import logging
 import time
 from typing import TYPE_CHECKING, Callable
 
+from redis.exceptions import ResponseError
+
 from .atomic import Reservation, Scripts
 from .cleaning import light_clean
+from .exceptions import ProtocolError
 from .liveness import is_this_host, listener_host_and_pid, listener_is_dead, process_alive
 from .running import Event, Origin, RunningTask, RunningTasks
 
@@ -55,8 +58,11 @@ class Recovery:
         recovered: dict[str, str] = {}
         for name in names:
             queue = self.queue_model.named(name)
-            if not queue.remove_listener(dead.worker_id):
-                continue  # another worker takes them back
+            try:
+                if not queue.remove_listener(dead.worker_id):
+                    continue  # another worker takes them back
+            except ProtocolError as error:  # a listener set of another type
+                self.log(f"[{name}] {error}", logging.ERROR)
             self.log(f"taking back the tasks of {dead.worker_id} in {name}: {dead.why}",
                      logging.WARNING)
             for task_id in queue.reserved(dead.worker_id).lrange(0, -1):
@@ -93,7 +99,11 @@ class Recovery:
         records, now = self.queue_model.worker_records(), time.time()
         recovered: dict[str, str] = {}
         for queue in self.queues.values():
-            for listener in sorted(queue.listeners.smembers()):
+            try:
+                listeners = sorted(queue.listeners.smembers())
+            except ResponseError:  # a listener set of another type: nobody to adopt there
+                continue
+            for listener in listeners:
                 if (listener == self.listener_id
                         or not is_this_host(listener_host_and_pid(listener)[0])
                         or not listener_is_dead(listener, records, now)):

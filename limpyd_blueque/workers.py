@@ -14,7 +14,7 @@ import os
 import signal
 import time
 from datetime import datetime, timedelta, timezone
-from typing import Any, Callable
+from typing import Any
 
 from .atomic import PassedOver
 from .connection import private_client, safety_warnings
@@ -22,6 +22,7 @@ from .exceptions import (
     ConfigurationError,
     InvalidParameters,
     LimpydBluequeError,
+    ProtocolError,
     RedisUnavailable,
     TaskKilled,
     WorkerInterrupted,
@@ -193,8 +194,7 @@ class Worker(WorkerHooks):
         if self.terminate_gracefully:
             self.handle_end_signal()
         self.runner.start()
-        for name in self.queues:
-            self.queue(name).add_listener(self.id)
+        self.register()
         self.wakeups = WakeUps(private_client(self.queue_model.client()),
                                self.queue_model.wake_channels(self.queues),
                                also=self.runner.wakeup_fds())
@@ -249,11 +249,19 @@ class Worker(WorkerHooks):
             self.set_status("terminated")
             self.log(self.run_ended_message())
 
+    def register(self) -> None:
+        """Register as a listener on each queue (a set of another type: logged, passed)."""
+        for name in self.queues:
+            try:
+                self.queue(name).add_listener(self.id)
+            except ProtocolError as error:
+                self.log(f"[{name}] not registered as a listener: {error}", logging.ERROR)
+
     def unregister(self) -> None:
         for name in self.queues:
             try:
                 self.queue(name).remove_listener(self.id)
-            except RedisUnavailable as error:
+            except (RedisUnavailable, ProtocolError) as error:
                 self.log(f"could not unregister: {error}", logging.ERROR)
 
     def queue(self, name: str) -> Queue:
@@ -331,15 +339,13 @@ class Worker(WorkerHooks):
             self.keeper.nudge(job.task.ttr)  # a short lease: its own cadence from now
         self.runner.launch(job, queue)
 
-    def retrying(self, step: Callable[[], Any]) -> Any:
-        """Run `step`, retrying for `outcome_retry_timeout` seconds while Redis is away."""
-        return self.outcomes.retrying(step)
 
 
 def _set_title(title: str) -> None:
     import setproctitle
 
-    setproctitle.setproctitle(title)
+    # ids read from Redis may hold bytes that were not UTF-8: shown escaped
+    setproctitle.setproctitle(title.encode("utf-8", "backslashreplace").decode("utf-8"))
 
 
 __all__ = ["TaskKilled", "Worker", "WorkerInterrupted"]

@@ -1,9 +1,16 @@
 -- Shared by the scripts that need a task's lease terms; prepended to them when loaded.
 -- Each term is the task's own field, else its queue's setting, else the caller's default;
--- a value that is not a number counts as unset. One place resolves the precedence.
+-- a value that is not a finite number, at least 0, counts as unset. One place resolves the precedence.
+local function usable(text)
+    -- a finite number, not below 0 (NaN, infinities, negatives and text count as unset)
+    local value = tonumber(text)
+    if value and value == value and value >= 0 and value < math.huge then return value end
+    return nil
+end
+
 local function first_number(task, settings, name, default)
-    return tonumber(redis.call('HGET', task, name))
-        or tonumber(redis.call('HGET', settings, name)) or tonumber(default)
+    return usable(redis.call('HGET', task, name))
+        or usable(redis.call('HGET', settings, name)) or usable(default)
 end
 
 -- lease_terms(task key, queue settings key, ttr, max run time, max attempts defaults)
