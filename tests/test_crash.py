@@ -29,6 +29,8 @@ CHAOS_SECONDS = 20
 FINISH_SECONDS = 120
 MODES = ("wait", "detach", "requeue")
 
+pytestmark = pytest.mark.crash
+
 
 class Fleet:
     """Three worker slots, each with a stopping policy; dead slots are restarted."""

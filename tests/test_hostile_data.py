@@ -17,7 +17,7 @@ from jobs import events
 from limpyd_blueque import Error, Queue
 from limpyd_blueque.cleaning import deep_clean, light_clean
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.hostile]
 QUEUES = ("a", "b", "c")
 
 

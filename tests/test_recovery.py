@@ -18,7 +18,7 @@ from jobs import events
 
 from limpyd_blueque import Queue
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.recovery]
 SAME_MACHINE_BOUND = 2.0
 OTHER_MACHINE_BOUND = 20.0
 
