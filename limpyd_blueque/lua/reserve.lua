@@ -39,11 +39,13 @@ local function problem_of(key, id, queue)
     local status = redis.call('HGET', key, 'status')
     if status ~= 'pending' then
         if status and statuses[status] then return nil, 'drop' end
-        return 'status ' .. string.format('%q', tostring(status)) .. ' is not a status', 'bad'
+        if not status then return 'no status field', 'bad' end
+        return 'status ' .. string.format('%q', status) .. ' is not a status', 'bad'
     end
     local own = redis.call('HGET', key, 'queue')
+    if not own then return 'no queue field, found in ' .. queue, 'bad' end
     if own ~= queue then
-        return 'queue field ' .. string.format('%q', tostring(own)) .. ', found in ' .. queue, 'bad'
+        return 'queue field ' .. string.format('%q', own) .. ', found in ' .. queue, 'bad'
     end
     local attempt = redis.call('HGET', key, 'attempt')
     if attempt and not string.match(attempt, '^%d+$') then
