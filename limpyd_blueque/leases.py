@@ -76,7 +76,7 @@ class LeaseKeeper:
         self._heartbeat: Heartbeat | None = None
         self._next_renewal = 0.0
         self._fresh_since: float | None = None  # server time of the first beat in a row
-        self._reported: set[str] = set()
+        self._reported: dict[str, float] = {}  # worker id -> when (monotonic) it was
 
     def start(self) -> None:
         """Beat once now (the worker says it is alive at once), then from a thread."""
@@ -144,9 +144,11 @@ class LeaseKeeper:
 
     def _report(self, worker_id: str, info: dict[str, Any], same_machine: bool,
                 why: str) -> None:
-        if worker_id in self._reported:
+        # reported again after a timeout if it is still there: its take-back may have failed
+        now = time.monotonic()
+        if self._reported.get(worker_id, -1e18) + self.liveness_timeout > now:
             return
-        self._reported.add(worker_id)
+        self._reported[worker_id] = now
         self.dead.put(DeadWorker(worker_id, info.get("machine"), list(info.get("queues") or []),
                                  same_machine, why))
         self.tasks.wake()
