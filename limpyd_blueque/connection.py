@@ -3,18 +3,48 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import re
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import redis
 from limpyd.contrib.database import PipelineDatabase
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import DataError, OutOfMemoryError, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from . import compat
-from .exceptions import ConfigurationError, RedisUnavailable
+from .exceptions import (
+    ConfigurationError,
+    InvalidParameters,
+    LimpydBluequeError,
+    ParametersTooLarge,
+    RedisFull,
+    RedisUnavailable,
+)
 
 DEFAULT_URL = "redis://localhost:6379/0"
+#: what a password is shown as
+MASK = "***"
+# "scheme://user:password@": the password is everything after the first ':' of the user
+# part, up to the last '@' of the word (a password holding '@' or '/' is masked whole)
+_URL_PASSWORD = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:)\S*@")
+# a password given in the query string: "?password=..."
+_QUERY_PASSWORD = re.compile(r"([?&;]password=)[^&;#\s]*", re.IGNORECASE)
+#: the smallest `proto-max-bulk-len` a Redis server can have: a value of no more bytes is
+#: never too large for it, and the server is not asked its own limit
+SMALLEST_BULK_LIMIT = 1024 * 1024
+#: redis-server's default `proto-max-bulk-len`, for a server that refuses CONFIG
+DEFAULT_BULK_LIMIT = 512 * 1024 * 1024
+
+
+def mask_secrets(text: str) -> str:
+    """`text` with the password of every Redis URL in it replaced by `***`.
+
+    ``redis://:pw@host:6379/0`` -> ``redis://:***@host:6379/0``, ``redis://user:pw@...``
+    -> ``redis://user:***@...``, ``?password=pw`` -> ``?password=***``.
+    """
+    return _QUERY_PASSWORD.sub(rf"\g<1>{MASK}", _URL_PASSWORD.sub(rf"\g<1>{MASK}@", text))
 
 
 def describe(client: redis.Redis) -> str:
@@ -26,15 +56,60 @@ def describe(client: redis.Redis) -> str:
     return f"redis://{host}:{port}/{kwargs.get('db', 0)}"
 
 
+def refusal(error: RedisError, where: str) -> LimpydBluequeError | None:
+    """The error of our tree for a refusal of the Redis server at `where` that is not
+    about the data of a task (full, no such database, a value too large), else None."""
+    text = str(error)
+    if isinstance(error, OutOfMemoryError) or "OOM command not allowed" in text:
+        return RedisFull(f"Redis at {where} is full: it refuses writes while its used memory "
+                         "is over maxmemory (free memory, or raise maxmemory)")
+    if "DB index is out of range" in text or "invalid DB index" in text:
+        return ConfigurationError(f"Redis at {where} has no such database: {text}")
+    if "exceeds maximum allowed size" in text or "invalid bulk length" in text:
+        return ParametersTooLarge(f"Redis at {where} refused a value too large: {text}")
+    if isinstance(error, DataError):
+        return InvalidParameters(f"Redis at {where} cannot take this value: {text}")
+    return None
+
+
 @contextlib.contextmanager
 def reaching(client: redis.Redis) -> Iterator[None]:
-    """Turn a failed connection into `RedisUnavailable`, naming the server."""
+    """Turn a failed connection into `RedisUnavailable`, naming the server; a full
+    server into `RedisFull`, a database it does not have into `ConfigurationError`, a
+    value too large into `ParametersTooLarge` (see `refusal`). Other errors pass."""
     try:
         yield
+    except LimpydBluequeError:
+        raise
     except (RedisConnectionError, RedisTimeoutError) as error:
-        if isinstance(error, RedisUnavailable):
-            raise
         raise RedisUnavailable(f"cannot reach Redis at {describe(client)}: {error}") from error
+    except (ResponseError, DataError) as error:
+        ours = refusal(error, describe(client))
+        if ours is None:
+            raise
+        raise ours from error
+
+
+def check_value_sizes(client: redis.Redis, texts: Iterable[str],
+                      what: str = "task parameters") -> None:
+    """Raise `ParametersTooLarge` if one of `texts` is longer, in bytes, than the server
+    takes in one value (its `proto-max-bulk-len`). The server is asked its limit only
+    when a text may be over the smallest one it can have."""
+    big = [text for text in texts if len(text) * 4 > SMALLEST_BULK_LIMIT]
+    if not big:
+        return
+    limit = DEFAULT_BULK_LIMIT
+    try:
+        with reaching(client):
+            limit = int(str(client.config_get("proto-max-bulk-len").get("proto-max-bulk-len")))
+    except (ResponseError, ValueError):
+        pass  # a server that refuses CONFIG (a managed service) keeps the default
+    for text in big:
+        size = len(text.encode("utf-8", "surrogatepass"))
+        if size > limit:
+            raise ParametersTooLarge(
+                f"{what} of {size} bytes are over the {limit} bytes Redis at "
+                f"{describe(client)} takes in one value (its proto-max-bulk-len)")
 
 
 def lean_connection_options() -> dict[str, Any]:
@@ -78,7 +153,8 @@ class BluequeDatabase(PipelineDatabase):
             # the whole reply, so one bad task cannot stop a worker (see Worker.launch)
             return redis.Redis.from_url(self.url, decode_responses=True, **options)
         except ValueError as error:
-            raise ConfigurationError(f"invalid Redis URL {self.url!r}: {error}") from error
+            raise ConfigurationError(f"invalid Redis URL {mask_secrets(self.url)!r}: "
+                                     f"{mask_secrets(str(error))}") from error
 
     def ping(self) -> None:
         """Check that the server answers; raise `RedisUnavailable` if not."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import OutOfMemoryError
 
 
 class LimpydBluequeError(Exception):
@@ -85,3 +86,26 @@ class QuarantinedTask(ProtocolError):
         super().__init__(f"task {task_id!a} quarantined: {problem}")
         self.task_id = task_id
         self.problem = problem
+
+
+class RedisFull(LimpydBluequeError, OutOfMemoryError):
+    """Redis refused a write because its memory is full (`maxmemory` reached); the message
+    names the server. Also redis-py's `OutOfMemoryError`, which it replaces."""
+
+
+class ParametersTooLarge(InvalidParameters):
+    """Task parameters larger than the Redis server takes in one value (its
+    `proto-max-bulk-len`)."""
+
+
+class PartiallyEnqueued(LimpydBluequeError):
+    """`Queue.enqueue_many` failed part-way: the tasks of its first chunks were enqueued.
+
+    `enqueued` lists their ids, in order; `cause` is the error that stopped the rest
+    (also the `__cause__` of this exception)."""
+
+    def __init__(self, enqueued: list[str], total: int, cause: BaseException) -> None:
+        super().__init__(f"{len(enqueued)} of {total} tasks enqueued, then "
+                         f"{type(cause).__name__}: {cause}")
+        self.enqueued = enqueued
+        self.cause = cause

@@ -19,7 +19,7 @@ from .liveness import listener_id_for
 from .models import Job, Queue
 from .outcomes import OutcomeRecorder, attempt_of, error_text
 from .settings import WorkerSettings
-from .values import encode
+from .values import encode, printable
 
 if TYPE_CHECKING:
     from .execution import TaskRunner
@@ -196,8 +196,11 @@ class WorkerHooks(WorkerSettings):
     # -- log lines (override to change a message) -----------------------------------------------
     @staticmethod
     def _tag(job: Job, queue: Queue) -> str:
+        """`[queue|task id|identifier]`, escaped (`values.printable`): the id and the
+        identifier come from Redis, where any client may have written anything."""
         identifier = job.known.get("identifier")
-        return f"[{queue.pk.get()}|{job.task_id}{'|' + identifier if identifier else ''}]"
+        shown = f"{job.task_id}{'|' + identifier if identifier else ''}"
+        return f"[{printable(queue.pk.get())}|{printable(shown)}]"
 
     def run_started_message(self) -> str:
         return f"started on queues {','.join(self.queues)} ({self.runner.describe()})"
@@ -206,14 +209,16 @@ class WorkerHooks(WorkerSettings):
         return f"terminated after {self.num_loops} task(s) in {self.elapsed}"
 
     def job_started_message(self, job: Job, queue: Queue) -> str:
-        return f"{self._tag(job, queue)} started (attempt {job.known.get('attempt', '?')})"
+        attempt = printable(job.known.get("attempt", "?"))
+        return f"{self._tag(job, queue)} started (attempt {attempt})"
 
     def job_success_message(self, job: Job, queue: Queue, result: Any) -> str:
         return f"{self._tag(job, queue)} complete"
 
     def job_error_message(self, job: Job, queue: Queue, exception: BaseException,
                           trace: str | None = None) -> str:
-        return f"{self._tag(job, queue)} failed: {type(exception).__name__}: {exception}"
+        return (f"{self._tag(job, queue)} failed: {type(exception).__name__}: "
+                f"{printable(exception)}")
 
     def job_requeued_message(self, job: Job, queue: Queue) -> str:
         return f"{self._tag(job, queue)} requeued in {self.requeue_delay_delta}s"
@@ -223,8 +228,8 @@ class WorkerHooks(WorkerSettings):
 
     def task_recovered_message(self, task_id: str, outcome: str | None) -> str:
         where = "back to pending" if outcome == "pending" else "failed: no attempts left"
-        return f"[{task_id}] its holder is gone: {where}"
+        return f"[{printable(task_id)}] its holder is gone: {where}"
 
     def job_lost_message(self, job: Job, queue: Queue, status: str) -> str:
-        return (f"{self._tag(job, queue)} lease lost (task now {status or 'gone'}): "
+        return (f"{self._tag(job, queue)} lease lost (task now {printable(status or 'gone')}): "
                 "stopping its process")

@@ -12,13 +12,13 @@ from ttr) are the worker's: see `Worker.validate`.
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Generic, TypeVar, cast
 
 from .exceptions import ConfigurationError
 from .keys import check_listener_id, check_queue_name
 from .models import Error, Job, Queue
+from .values import MAX_COUNT, MAX_SECONDS, number_problem
 
 T = TypeVar("T")
 
@@ -39,6 +39,8 @@ class Setting(Generic[T]):
         default: the value when nothing sets it.
         help: one line for `--help` and the documentation.
         minimum: the lowest value of a number; `above`: True if it must be greater.
+        maximum: the highest value of a number (default: `values.MAX_SECONDS` for a
+            "float" setting, a number of seconds; `values.MAX_COUNT` for an "int" one).
         optional: None is accepted too.
         choices: the values a "choice" setting accepts.
         cli: `blueque-worker` has an option generated for it.
@@ -51,7 +53,8 @@ class Setting(Generic[T]):
     name: str
 
     def __init__(self, kind: str, default: T, help: str, *, minimum: float | None = None,
-                 above: bool = False, optional: bool = False, choices: Sequence[str] = (),
+                 above: bool = False, maximum: float | None = None, optional: bool = False,
+                 choices: Sequence[str] = (),
                  cli: bool = True, default_text: str | None = None, base: type | None = None,
                  validator: Callable[[str], str] | None = None) -> None:
         if kind not in KINDS:
@@ -63,6 +66,9 @@ class Setting(Generic[T]):
         self.help = help
         self.minimum = minimum
         self.above = above
+        if maximum is None and kind in ("int", "float"):
+            maximum = MAX_COUNT if kind == "int" else MAX_SECONDS
+        self.maximum = maximum
         self.optional = optional
         self.choices = tuple(choices)
         self.cli = cli
@@ -126,15 +132,8 @@ class Setting(Generic[T]):
         Used by `check` and by the command line, which shows the text typed instead of
         the setting's name.
         """
-        integer = self.kind == "int"
-        if isinstance(value, bool) or not isinstance(value, (int,) if integer else (int, float)):
-            return "must be a whole number" if integer else "must be a number"
-        if isinstance(value, float) and not math.isfinite(value):
-            return "must be a finite number"
-        if self.minimum is not None and (value <= self.minimum if self.above
-                                         else value < self.minimum):
-            return f"must be {'above' if self.above else 'at least'} {self.minimum}"
-        return None
+        return number_problem(value, integer=self.kind == "int", minimum=self.minimum,
+                              above=self.above, maximum=self.maximum)
 
 
 # -- one check per kind: each returns the normalized value or raises ------------------------
@@ -256,7 +255,7 @@ class WorkerSettings:
     requeue_delay_delta: Setting[float] = Setting(
         "float", 30, "seconds before a failed task is retried", minimum=0)
     requeue_priority_delta: Setting[float] = Setting(
-        "float", -1, "priority change of a retried task")
+        "float", -1, "priority change of a retried task", minimum=-MAX_SECONDS)
     concurrency: Setting[int] = Setting(
         "int", 1, "tasks run at once, each in its own process", minimum=1)
     fork: Setting[bool] = Setting(

@@ -5,17 +5,34 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any, Callable, cast
 
 from limpyd import fields
+from redis.exceptions import RedisError
 
 from .. import compat
 from ..atomic import PassedOver, Reservation
-from ..connection import reaching
-from ..exceptions import ConfigurationError, InvalidTransition
+from ..connection import check_value_sizes, reaching
+from ..exceptions import (
+    ConfigurationError,
+    InvalidTransition,
+    LimpydBluequeError,
+    PartiallyEnqueued,
+)
 from ..keys import STATUS_STRUCTURES, check_listener_id, check_queue_name
 from ..liveness import worker_records
-from ..values import encode
+from ..values import (
+    MAX_COUNT,
+    MAX_SECONDS,
+    check_number,
+    check_parameters_list,
+    check_task_id,
+    check_task_ids,
+    chunks,
+    encode,
+    timestamp,
+)
 from .base import (
     BluequeModel,
     QueueNameField,
@@ -25,6 +42,15 @@ from .base import (
     WireSortedSetField,
 )
 from .job import Job
+
+#: the settings a queue may have, with the rules of their values (see `values.check_number`)
+QUEUE_SETTINGS: dict[str, dict[str, Any]] = {
+    "ttr": {"minimum": 0, "above": True, "maximum": MAX_SECONDS},
+    "max_run_time": {"minimum": 0, "above": True, "maximum": MAX_SECONDS},
+    "max_attempts": {"integer": True, "minimum": 1, "maximum": MAX_COUNT},
+}
+#: the most characters of parameters sent in one enqueue script call
+CHUNK_CHARACTERS = 64 * 1024 * 1024
 
 
 class Queue(BluequeModel):
@@ -54,15 +80,16 @@ class Queue(BluequeModel):
         """Set (or, with None, remove) the queue's `ttr`, `max_run_time`, `max_attempts`.
 
         A task's own field overrides its queue's setting, which overrides the worker's.
+        `ttr` and `max_run_time` are seconds, finite and above 0 (at most
+        `values.MAX_SECONDS`); `max_attempts` a whole number, at least 1. Raises
+        `ConfigurationError` naming a bad value, before anything is written.
         """
-        unknown = sorted(set(settings) - {"ttr", "max_run_time", "max_attempts"})
+        unknown = sorted(set(settings) - set(QUEUE_SETTINGS))
         if unknown:
             raise ConfigurationError(f"unknown queue setting(s): {', '.join(unknown)}")
         for name, value in settings.items():
-            if value is not None and (isinstance(value, bool) or value <= 0
-                                      or not isinstance(value, (int, float))):
-                raise ConfigurationError(f"queue setting {name} must be a number above 0, "
-                                         f"not {value!r}")
+            if value is not None:
+                check_number(f"queue setting {name}", value, **QUEUE_SETTINGS[name])
         with self.client().pipeline(transaction=True) as pipe:
             for name, value in settings.items():
                 if value is None:
@@ -100,42 +127,71 @@ class Queue(BluequeModel):
     def enqueue(self, parameters: Any, *, task_id: str | None = None) -> Job:
         """Blueque "Submission": a new pending task; returns its `Job`.
 
-        `parameters` is stored as is when a `str`, JSON-encoded otherwise.
+        `parameters` is stored as is when a `str`, JSON-encoded otherwise (see
+        `values.encode`). `task_id` (default: a new UUID) follows `values.check_task_id`.
         """
-        return self.enqueue_many([parameters], task_ids=[task_id] if task_id else None)[0]
+        return self.enqueue_many([parameters],
+                                 task_ids=None if task_id is None else [task_id])[0]
 
     def enqueue_many(self, parameters: Sequence[Any], *,
                      task_ids: Sequence[str] | None = None, chunk: int = 1000) -> list[Job]:
-        """Many pending tasks, one script call per `chunk` tasks; all encoded first."""
-        texts = [encode(value) for value in parameters]
-        ids = list(task_ids) if task_ids else [str(uuid.uuid4()) for _ in texts]
-        if len(ids) != len(texts):
-            raise ValueError("task_ids and parameters must have the same length")
-        scripts, name = self.scripts(), self.pk.get()
-        for start in range(0, len(ids), chunk):
-            scripts.enqueue(name, list(zip(ids[start:start + chunk], texts[start:start + chunk])),
-                            time.time())
+        """Many pending tasks, one atomic script call per `chunk` tasks (and per 64 MiB).
+
+        Everything is checked before the first write: `parameters` is a sequence (a
+        list, a tuple; not a `str` nor a `dict`), each encoded (`InvalidParameters`)
+        and small enough for the server (`ParametersTooLarge`); `task_ids`, one per task,
+        valid and distinct (`InvalidName`). A chunk is written whole or not at all: when
+        one fails after others were written, `PartiallyEnqueued` carries their ids.
+        """
+        texts = [encode(value) for value in check_parameters_list(parameters)]
+        ids = ([str(uuid.uuid4()) for _ in texts] if task_ids is None
+               else check_task_ids(task_ids, len(texts)))
+        check_number("chunk", chunk, integer=True, minimum=1)
+        client, scripts, name = self.client(), self.scripts(), self.pk.get()
+        check_value_sizes(client, texts)
+        done: list[str] = []
+        for start, end in chunks(texts, chunk, CHUNK_CHARACTERS):
+            try:
+                with reaching(client):
+                    scripts.enqueue(name, list(zip(ids[start:end], texts[start:end])),
+                                    time.time())
+            except (LimpydBluequeError, RedisError) as error:
+                if not done:
+                    raise
+                raise PartiallyEnqueued(done, len(ids), error) from error
+            done += ids[start:end]
         return [self.job_model.lazy_connect(task_id) for task_id in ids]
 
-    def schedule(self, parameters: Any, eta: float, *, task_id: str | None = None) -> Job:
-        """Blueque "Schedule Task": a task that turns pending at `eta` (epoch seconds).
+    def schedule(self, parameters: Any, eta: float | datetime, *,
+                 task_id: str | None = None) -> Job:
+        """Blueque "Schedule Task": a task that turns pending at `eta`.
 
-        An eta already past enqueues the task at once, as the reference client does.
+        `eta` is epoch seconds (a finite number) or a `datetime` (a naive one is local
+        time, as `datetime.timestamp` takes it). An eta already past enqueues the task
+        at once, as the reference client does. Checked as `enqueue` checks, before any
+        write; a bad eta raises `ConfigurationError`.
         """
-        if isinstance(eta, bool) or not isinstance(eta, (int, float)):
-            raise ConfigurationError(f"eta must be a timestamp (seconds), not {eta!r}")
+        eta = timestamp("eta", eta)
+        text = encode(parameters)
+        task_id = str(uuid.uuid4()) if task_id is None else check_task_id(task_id)
         now = time.time()
         if eta < now:
-            return self.enqueue(parameters, task_id=task_id)
-        task_id = task_id or str(uuid.uuid4())
+            return self.enqueue(text, task_id=task_id)
+        check_value_sizes(self.client(), [text])
         # stored as given (an int stays an int), as the reference client does
-        self.scripts().schedule(self.pk.get(), task_id, encode(parameters), eta, now)
+        with reaching(self.client()):
+            self.scripts().schedule(self.pk.get(), task_id, text, eta, now)
         return self.job_model.lazy_connect(task_id)
 
-    def enqueue_due(self, now: float | None = None, limit: int = 0) -> list[str]:
-        """Blueque "Enqueue Scheduled Tasks": make due tasks pending; return their ids."""
-        return self.scripts().enqueue_due(self.pk.get(), time.time() if now is None else now,
-                                          limit)
+    def enqueue_due(self, now: float | datetime | None = None, limit: int = 0) -> list[str]:
+        """Blueque "Enqueue Scheduled Tasks": make due tasks pending; return their ids.
+
+        `now` (default: the current time) is as `schedule`'s eta; `limit`, a whole number,
+        caps how many move (0: no limit)."""
+        moment = time.time() if now is None else timestamp("now", now)
+        check_number("limit", limit, integer=True, minimum=0, maximum=MAX_COUNT)
+        with reaching(self.client()):
+            return self.scripts().enqueue_due(self.pk.get(), moment, limit)
 
     # -- listener steps -------------------------------------------------------------------
     def add_listener(self, listener_id: str) -> bool:
