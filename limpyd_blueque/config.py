@@ -11,13 +11,27 @@ import importlib
 import logging
 import os
 import sys
+import traceback
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Callable
 
-from .connection import DEFAULT_URL, use_redis
-from .exceptions import ConfigurationError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from .connection import (
+    DEFAULT_URL,
+    BluequeDatabase,
+    describe,
+    mask_secrets,
+    refusal,
+    use_redis,
+)
+from .exceptions import ConfigurationError, LimpydBluequeError, RedisUnavailable
 from .models import BluequeModel
 from .settings import SETTINGS, Setting
+from .values import printable
 from .workers import Worker
 
 LOG_FORMAT = "[%(process)d] %(asctime)s (%(name)s) %(levelname)-8s %(message)s"
@@ -31,9 +45,12 @@ def import_string(path: str, what: str) -> Any:
     if not module_name:
         raise ConfigurationError(f"cannot import {what} {path!r}: expected 'module.name'")
     try:
-        return getattr(importlib.import_module(module_name), name)
-    except ImportError as error:
-        raise ConfigurationError(f"cannot import {what} {path!r}: {error}") from None
+        module = importlib.import_module(module_name)
+    except Exception as error:  # whatever the user's module raises at import
+        raise ConfigurationError(f"cannot import {what} {path!r}: "
+                                 f"{type(error).__name__}: {error}") from error
+    try:
+        return getattr(module, name)
     except AttributeError:
         raise ConfigurationError(f"cannot import {what} {path!r}: "
                                  f"module {module_name!r} has no {name!r}") from None
@@ -65,15 +82,90 @@ class OneLineParser(argparse.ArgumentParser):
     """Reports a usage mistake in one line, without the usage block."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+        self.exit(2, f"{self.prog}: error: {printable(mask_secrets(message))} (see --help)\n")
 
 
 def bootstrap_parser() -> argparse.ArgumentParser:
-    """The options read before anything is imported: where to find code, which config."""
+    """The options read before anything is imported: where to find code, which config,
+    and whether an error shows its traceback."""
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--pythonpath", action="append", default=[])
     parser.add_argument("--worker-config")
+    add_traceback_option(parser)
     return parser
+
+
+def add_traceback_option(parser: argparse.ArgumentParser) -> None:
+    """`--traceback` (or `-v`): an error shows its traceback, not only its one line."""
+    parser.add_argument("--traceback", "-v", action="store_true",
+                        help="on an error, also print its traceback")
+
+
+def add_redis_url_options(parser: argparse.ArgumentParser) -> None:
+    """`--redis-url` and `--redis-url-file`: where the Redis server is (see `redis_url`)."""
+    parser.add_argument("--redis-url", metavar="URL",
+                        help=f"the Redis server (default: $REDIS_URL, else {DEFAULT_URL}); a "
+                             "password here is visible to other users until the command masks it")
+    parser.add_argument("--redis-url-file", metavar="PATH",
+                        help="a file whose first line is the Redis URL, so that a password "
+                             "never shows on the command line")
+
+
+def redis_url(options: argparse.Namespace) -> str:
+    """The Redis URL the options give: `--redis-url-file`, `--redis-url`, `$REDIS_URL`, or
+    the default. `ConfigurationError` for an unreadable or empty file, or both options."""
+    path = getattr(options, "redis_url_file", None)
+    if path is None:
+        return getattr(options, "redis_url", None) or os.environ.get("REDIS_URL", DEFAULT_URL)
+    if getattr(options, "redis_url", None):
+        raise ConfigurationError("give --redis-url or --redis-url-file, not both")
+    try:
+        lines = Path(path).read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigurationError(f"cannot read the Redis URL file {path!r}: {error}") from None
+    url = lines[0].strip() if lines else ""
+    if not url:
+        raise ConfigurationError(f"the Redis URL file {path!r} is empty: expected the URL on "
+                                 "its first line")
+    return url
+
+
+def hide_secrets_from_ps() -> None:
+    """Mask Redis passwords (`connection.mask_secrets`) in this process's arguments:
+    `sys.argv`, and the command line `ps` and `/proc/<pid>/cmdline` show, which
+    `setproctitle` rewrites in place. Nothing changes when no argument holds one."""
+    masked = [mask_secrets(argument) for argument in sys.argv]
+    if masked == sys.argv:
+        return
+    sys.argv[:] = masked
+    import setproctitle
+
+    setproctitle.setproctitle(mask_secrets(setproctitle.getproctitle()))
+
+
+def run_reporting(prog: str, action: Callable[[], int], show_traceback: bool = False) -> int:
+    """`action()`, whose error of our tree or of Redis is printed in one line: exit code 2
+    for a user mistake (`ConfigurationError`), 1 for any other. The traceback too with
+    `show_traceback`. Passwords are masked, control characters escaped."""
+    try:
+        return action()
+    except (LimpydBluequeError, RedisError) as raised:
+        error = raised if isinstance(raised, LimpydBluequeError) else ours(raised)
+        if show_traceback:
+            lines = traceback.format_exception(type(raised), raised, raised.__traceback__)
+            sys.stderr.write(mask_secrets("".join(lines)))
+        print(f"{prog}: error: {printable(mask_secrets(str(error)))}", file=sys.stderr)
+        return 2 if isinstance(error, ConfigurationError) else 1
+
+
+def ours(error: RedisError) -> BaseException:
+    """The error of our tree for a redis-py error that reached the command unconverted."""
+    database = BluequeModel.database
+    where = describe(database.connection) if isinstance(database, BluequeDatabase) else "?"
+    if isinstance(error, (RedisConnectionError, RedisTimeoutError)):
+        return RedisUnavailable(f"cannot reach Redis at {where}: {error}")
+    return refusal(error, where) or LimpydBluequeError(
+        f"Redis at {where} refused: {type(error).__name__}: {error}")
 
 
 class WorkerConfig:
@@ -81,7 +173,7 @@ class WorkerConfig:
 
     #: options that configure the script itself, not the worker
     script_options = ("pythonpath", "worker_config", "print_options", "dry_run", "worker_class",
-                      "redis_url", "no_title")
+                      "redis_url", "redis_url_file", "no_title", "traceback")
 
     def __init__(self, argv: Sequence[str] | None = None) -> None:
         self.parser = self.make_parser()
@@ -111,9 +203,9 @@ class WorkerConfig:
         add("--dry-run", action="store_true", help="set everything up, run no task, exit")
         add("--version", action="version", version=f"limpyd-blueque {__version__}")
         add("--no-title", action="store_true", help="do not change the process title")
-        add("--redis-url", default=os.environ.get("REDIS_URL", DEFAULT_URL),
-            help="the Redis server (default: $REDIS_URL, else %(default)s)")
+        add_redis_url_options(parser)
         add("--worker-class", default=S, metavar="PATH", help="a Worker subclass")
+        add_traceback_option(parser)
 
     def add_setting_option(self, parser: argparse.ArgumentParser, setting: Setting[Any]) -> None:
         """The option of one worker setting, as its kind asks; absent, the worker's default."""
@@ -175,7 +267,7 @@ class WorkerConfig:
     def make_worker(self) -> Worker:
         # every option is checked before the server is contacted
         worker = self.worker_class()(**self.worker_options())
-        use_redis(self.options.redis_url)
+        use_redis(redis_url(self.options))
         for model in (worker.job_model, worker.queue_model, worker.error_model):
             if model.database is not BluequeModel.database:
                 model.use_database(BluequeModel.database)
@@ -188,7 +280,7 @@ class WorkerConfig:
         if self.options.print_options:
             for name in worker.parameters:
                 print(f"{name}={getattr(worker, name)!r}")
-            print(f"redis_url={self.options.redis_url}")
+            print(f"redis_url={mask_secrets(redis_url(self.options))}")
         if self.options.dry_run:
             print(f"dry run: worker ready on queues {','.join(worker.queues)}; no task run")
             return 0
@@ -199,23 +291,17 @@ class WorkerConfig:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `blueque-worker`."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    hide_secrets_from_ps()  # after reading them: sys.argv holds masked passwords from here
     boot, _ = bootstrap_parser().parse_known_args(argv)
     for path in reversed(boot.pythonpath):
         sys.path.insert(0, path)
-    try:
+
+    def run() -> int:
         config_cls = WorkerConfig
         if boot.worker_config:
             config_cls = import_string(boot.worker_config, "worker config")
             if not (isinstance(config_cls, type) and issubclass(config_cls, WorkerConfig)):
                 raise ConfigurationError(f"{boot.worker_config!r} is not a WorkerConfig subclass")
         return config_cls(argv).execute()
-    except ConfigurationError as error:
-        print(f"blueque-worker: error: {error}", file=sys.stderr)
-        return 2
-    except Exception as error:  # any other library error, in one line
-        from .exceptions import LimpydBluequeError
 
-        if isinstance(error, LimpydBluequeError):
-            print(f"blueque-worker: error: {error}", file=sys.stderr)
-            return 1
-        raise
+    return run_reporting("blueque-worker", run, show_traceback=boot.traceback)

@@ -15,7 +15,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from urllib.parse import quote
 
 import redis
 
@@ -65,13 +67,18 @@ class EmbeddedRedis:
 
     `persistence=True` turns on the append-only file (fsync every second, or as `fsync`
     says: "always" loses no acknowledged write), for tests that kill and restart it.
+    `password` protects it (`requirepass`; its `url` then holds the password); `options`
+    are more redis-server arguments, e.g. `["--maxmemory", "10mb"]`.
     """
 
     def __init__(self, persistence: bool = False, directory: str | None = None,
-                 fsync: str = "everysec") -> None:
+                 fsync: str = "everysec", password: str | None = None,
+                 options: Sequence[str] = ()) -> None:
         self.binary = find_redis_server()
         self.persistence = persistence
         self.fsync = fsync
+        self.password = password
+        self.options = list(options)
         self._own_dir = directory is None
         self.directory = directory or tempfile.mkdtemp(prefix="limpyd-blueque-redis-")
         self.port = free_port()
@@ -79,17 +86,20 @@ class EmbeddedRedis:
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        credentials = f":{quote(self.password, safe='')}@" if self.password else ""
+        return f"redis://{credentials}127.0.0.1:{self.port}/0"
 
     def start(self, timeout: float = 10.0) -> EmbeddedRedis:
         args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1",
                 "--dir", self.directory, "--save", "", "--daemonize", "no",
                 "--appendonly", "yes" if self.persistence else "no",
-                "--appendfsync", self.fsync, "--logfile", "redis.log"]
+                "--appendfsync", self.fsync, "--logfile", "redis.log", *self.options]
+        if self.password:
+            args += ["--requirepass", self.password]
         self.process = subprocess.Popen(
             args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
             preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
-        client = redis.Redis(port=self.port, socket_connect_timeout=0.2)
+        client = redis.Redis(port=self.port, socket_connect_timeout=0.2, password=self.password)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

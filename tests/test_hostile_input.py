@@ -20,13 +20,16 @@ from limpyd_blueque import (
     TaskExists,
     Worker,
 )
+from limpyd_blueque.config import WorkerConfig
 from limpyd_blueque.embedded import EmbeddedRedis
 from limpyd_blueque.exceptions import ParametersTooLarge, PartiallyEnqueued, RedisFull
+from limpyd_blueque.settings import SETTINGS
 from limpyd_blueque.values import check_task_id, encode, printable
 
 pytestmark = pytest.mark.timeout(60)
 
 NAN, INF = float("nan"), float("inf")
+NUMBERS = [setting for setting in SETTINGS if setting.kind in ("int", "float")]
 
 
 @pytest.fixture
@@ -72,6 +75,17 @@ def test_configure_checks_every_value_before_writing_any(queue, conn):
     assert conn.keys("*") == []
     queue.configure(ttr=30, max_run_time=3600.5, max_attempts=3)
     assert queue.settings() == {"ttr": 30.0, "max_run_time": 3600.5, "max_attempts": 3.0}
+
+
+@pytest.mark.parametrize("setting", NUMBERS, ids=lambda setting: setting.name)
+def test_every_numeric_worker_setting_refuses_a_value_over_its_maximum(setting, capsys):
+    over = setting.maximum * 10
+    with pytest.raises(ConfigurationError, match=f"^{setting.name} must be at most "):
+        Worker(queues="q", **{setting.name: over})
+    with pytest.raises(SystemExit) as exit_info:
+        WorkerConfig(["--queues=q", f"{setting.option}={over}"])
+    assert exit_info.value.code == 2
+    assert f"argument {setting.option}: '{over}' must be at most " in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("eta", [NAN, INF, -INF, 1e300, "tomorrow", True, None, [1]])
