@@ -21,7 +21,7 @@ from typing import cast
 from redis.exceptions import ResponseError
 
 from .exceptions import ProtocolError
-from .liveness import listener_is_dead, worker_records
+from .liveness import listener_is_dead, server_time, worker_records
 from .models import Job, Queue
 from .statuses import ALL, RUNNING, VALUES, Status
 
@@ -156,7 +156,9 @@ def deep_clean(queue_model: type[Queue] = Queue, *, max_attempts: int | None = N
     tasks = _scan_tasks(queue_model.job_model, report)
     names = sorted(set(queue_model.job_model.queue_names())
                    | {str(task["queue"]) for task in tasks.values() if task["queue"]})
-    listeners = _unregister_dead_listeners(queue_model, names, now, report)
+    # listeners are judged by Redis's clock, which worker records are scored by
+    listeners = _unregister_dead_listeners(queue_model, names,
+                                           server_time(queue_model.client()), report)
     to_recover = _check_tasks(queue_model, tasks, listeners, report, now)
     report.recovered = queue_model.scripts().recover(
         to_recover, now, expired_only=False, max_attempts=max_attempts,

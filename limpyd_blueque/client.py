@@ -9,7 +9,6 @@ docs list it: see docs/compatibility.rst.
 from __future__ import annotations
 
 import socket
-import time
 from typing import TYPE_CHECKING, Any
 
 from .atomic import NEVER_EXPIRES
@@ -21,6 +20,7 @@ from .liveness import (
     listener_host_and_pid,
     listener_id_for,
     listener_is_dead,
+    server_time,
     worker_records,
 )
 from .models import Error, Job, Queue, TaskData
@@ -150,7 +150,7 @@ class Listener:
         """
         my_pid = listener_host_and_pid(self.listener_id)[1]
         alive_until = worker_records(self._queue.client(), self._queue.keys())
-        now = time.time()
+        now = server_time(self._queue.client())
         for listener in sorted(self._queue.listeners.smembers()):
             other_host, pid = listener_host_and_pid(listener)
             if (not is_this_host(other_host) or pid == my_pid

@@ -18,7 +18,13 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from .atomic import Reservation, Scripts
 from .connection import open_connection, private_client
-from .exceptions import RedisUnavailable, TaskKilled, TaskTimeout, WorkerInterrupted
+from .exceptions import (
+    RedisUnavailable,
+    TaskKilled,
+    TaskNotFound,
+    TaskTimeout,
+    WorkerInterrupted,
+)
 from .leases import watch_orphaned
 from .liveness import process_start_time
 from .processes import (
@@ -123,6 +129,8 @@ class TaskRunner:
                 self.worker.retrying(lambda: self.worker.requeue_interrupted(task))
             elif old in (TaskState.RUNNING, TaskState.TIMED_OUT):
                 cause = self.cause(task, old, status)
+                if task.origin is Origin.ADOPTED and self.settled(task):
+                    return  # its process stored its outcome before it ended, as it should
                 if cause is None:  # it could not reach Redis: not the task's fault
                     self.worker.retrying(lambda: self.worker.requeue_interrupted(task))
                 else:
@@ -130,6 +138,20 @@ class TaskRunner:
         except Exception:  # noqa: BLE001 - its lease ends, and the task is taken back
             self.worker.log(f"[{task.queue_name}|{task.task_id}] could not record the end of "
                             "its process", logging.ERROR, exc_info=True)
+
+    def settled(self, task: RunningTask) -> bool:
+        """True when an adopted task's attempt is no longer running: its process (not a
+        child of this worker, so it sends no notice) stored its outcome, or another
+        attempt holds it."""
+        try:
+            data = task.job.data()
+        except TaskNotFound:
+            return True
+        if data.attempt == task.attempt and data.status in ("reserved", "started"):
+            return False
+        self.worker.log(f"[{task.queue_name}|{task.task_id}] adopted task ended: now "
+                        f"{data.status} (attempt {data.attempt})")
+        return True
 
     @staticmethod
     def cause(task: RunningTask, old: TaskState, status: int | None) -> TaskKilled | None:
@@ -256,7 +278,7 @@ class ForkedRunner(TaskRunner):
         job = worker.job_model.from_reservation(reservation)
         slot.append(RunningTask(job, worker.queue(reservation.queue), Origin.FORKED,
                                 pid=os.getpid()))
-        side = TaskProcess(worker, self.notices, slot[0])
+        side = TaskProcess(worker, self.notices, slot[0], on_recorded=slot.clear)
         worker.runner = side  # in this process, outcomes are told to the worker's process
         return side.run()
 
@@ -355,16 +377,22 @@ class TaskProcess(TaskRunner):
     """The runner's part inside a task process: run its one task, tell the worker how far
     it got (outcome stored, then done)."""
 
-    def __init__(self, worker: Worker, notices: DoneNotices | None, task: RunningTask) -> None:
+    def __init__(self, worker: Worker, notices: DoneNotices | None, task: RunningTask, *,
+                 on_recorded: Callable[[], None] = lambda: None) -> None:
         super().__init__(worker)
         self.notices = notices
         self.task = task
+        self.on_recorded = on_recorded
         self._told = False
 
     def recorded(self, job: Job) -> None:
-        if not self._told and self.notices is not None:
+        """The outcome is stored: tell the worker, and stop keeping the lease (the task may
+        have put itself back in line: its lease is no longer this process's)."""
+        if not self._told:
             self._told = True
-            self.notices.notify(DoneNotices.RECORDED)
+            self.on_recorded()
+            if self.notices is not None:
+                self.notices.notify(DoneNotices.RECORDED)
 
     def run(self) -> int:
         """Run the task; exit code 0 once its outcome is stored."""

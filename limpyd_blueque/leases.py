@@ -76,6 +76,7 @@ class LeaseKeeper:
         self._heartbeat: Heartbeat | None = None
         self._next_renewal = 0.0
         self._fresh_since: float | None = None  # server time of the first beat in a row
+        self._last_beat: float | None = None  # server time of the last beat
         self._reported: dict[str, float] = {}  # worker id -> when (monotonic) it was
 
     def start(self) -> None:
@@ -115,21 +116,28 @@ class LeaseKeeper:
             raise
         if due:
             self._next_renewal = time.monotonic() + self.renewal_interval()
-        self._post_lost(renewal)
+        self._post_lost(renewal, leases)
         self._judge(renewal)
 
-    def _post_lost(self, renewal: Renewal) -> None:
+    def _post_lost(self, renewal: Renewal, leases: list[tuple[str, str, int, float | None]]
+                   ) -> None:
+        renewed = {task_id: attempt for _, task_id, attempt, _ in leases}
         running = {task.task_id: task for task in self.tasks.snapshot()}
         for task_id, status in renewal.lost.items():
-            if status not in FINISHED_BY_US and task_id in running:
-                self.tasks.post(running[task_id], Event.LEASE_LOST, status)
+            task = running.get(task_id)
+            # the attempt renewed, not the one running now: it may be a newer one
+            if status not in FINISHED_BY_US and task is not None and task_id in renewed:
+                self.tasks.post_for(task_id, renewed[task_id], Event.LEASE_LOST, status)
 
     def _judge(self, renewal: Renewal) -> None:
         """Post the workers found dead: of this machine, by their process; of another, by
-        their record, and only once this worker has itself beaten for a whole timeout (a
-        worker cut from Redis must not take everyone for dead when it comes back)."""
-        if self._fresh_since is None:
-            self._fresh_since = renewal.now
+        their record, and only once this worker has itself beaten without a gap for a whole
+        timeout (a worker cut from Redis, or a Redis that stalled, must not take everyone
+        for dead when it comes back)."""
+        gap = renewal.now - (self._last_beat if self._last_beat is not None else renewal.now)
+        if self._fresh_since is None or gap > self.liveness_timeout / 2:
+            self._fresh_since = renewal.now  # a gap (a stalled Redis, a pause): start again
+        self._last_beat = renewal.now
         for worker_id, identity in renewal.siblings.items():
             info = _identity(identity)
             if not process_alive(info.get("pid"), info.get("pstart")):
@@ -152,6 +160,11 @@ class LeaseKeeper:
         self.dead.put(DeadWorker(worker_id, info.get("machine"), list(info.get("queues") or []),
                                  same_machine, why))
         self.tasks.wake()
+
+    def unreport(self, worker_ids: list[str]) -> None:
+        """Judge these workers again at the next beat (their take-back failed)."""
+        for worker_id in worker_ids:
+            self._reported.pop(worker_id, None)
 
     def found_dead(self) -> list[DeadWorker]:
         """The workers found dead since the last call (for the worker's thread)."""

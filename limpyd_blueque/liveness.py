@@ -55,10 +55,12 @@ BOOT_ID = _boot_id()
 
 
 def _machine_id() -> str:
-    """Where pids mean the same processes: the kernel's boot, and the pid namespace.
+    """Where pids mean the same processes: the kernel's boot, the pid namespace, the
+    installation (`/etc/machine-id`) and the host name, all alike.
 
-    Two containers on one host share a boot id but not their pids: a worker must never
-    judge another's process by a pid from another namespace. The environment variable
+    Two containers on one host share a boot id but not their pids, and virtual machines
+    cloned from one memory image may share a boot id: a worker must never judge another's
+    process by a pid of another machine or namespace. The environment variable
     `LIMPYD_BLUEQUE_MACHINE_ID` overrides it (for platforms where neither can be read).
     """
     given = os.environ.get("LIMPYD_BLUEQUE_MACHINE_ID")
@@ -68,7 +70,12 @@ def _machine_id() -> str:
         namespace = os.readlink("/proc/self/ns/pid")
     except OSError:
         namespace = ""
-    return f"{BOOT_ID or socket.getfqdn()}/{namespace}"
+    try:  # the installation, apart from the boot: VMs cloned from one image share a boot
+        with open("/etc/machine-id") as handle:
+            installed = handle.read().strip()
+    except OSError:
+        installed = ""
+    return f"{BOOT_ID or ''}/{namespace}/{installed}/{socket.gethostname()}"
 
 
 #: this machine, as far as pids are concerned (see `_machine_id`)
@@ -156,10 +163,18 @@ def worker_records(client: Redis, keys: KeySpace) -> dict[str, float]:
     return dict(cast("list[tuple[str, float]]", pairs))
 
 
+def server_time(client: Redis) -> float:
+    """Redis's clock (`TIME`), which worker records are scored by: hosts' clocks may differ."""
+    with reaching(client):
+        seconds, micros = client.time()
+    return seconds + micros / 1e6
+
+
 def listener_is_dead(listener_id: str, alive_until: dict[str, float], now: float) -> bool:
     """True when the listener `<host>_<pid>` surely stopped.
 
-    `alive_until` holds the worker records (see `worker_records`), `now` is the time.
+    `alive_until` holds the worker records (see `worker_records`), `now` is Redis's time
+    (`server_time`): the records are scored by Redis's clock.
 
     * A listener whose worker record says it is alive (`alive_until[id] > now`) is alive,
       on any host: two machines may share a host name.

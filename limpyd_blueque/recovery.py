@@ -19,7 +19,7 @@ from redis.exceptions import ResponseError
 
 from .atomic import Reservation, Scripts
 from .cleaning import light_clean
-from .exceptions import ProtocolError
+from .exceptions import ProtocolError, RedisUnavailable
 from .liveness import is_this_host, listener_host_and_pid, listener_is_dead, process_alive
 from .running import Event, Origin, RunningTask, RunningTasks
 
@@ -74,6 +74,20 @@ class Recovery:
         self.scripts().forget_worker(dead.worker_id, dead.machine)
         return recovered
 
+    def take_back_each(self, found: list[DeadWorker]) -> tuple[dict[str, str], list[str]]:
+        """`take_back` each dead worker apart: one that fails (Redis away) does not stop
+        the others. Returns the outcomes, and the ids of the workers not taken back."""
+        recovered: dict[str, str] = {}
+        failed: list[str] = []
+        for dead in found:
+            try:
+                recovered.update(self.take_back(dead))
+            except (RedisUnavailable, ProtocolError) as error:
+                self.log(f"could not take back the tasks of {dead.worker_id}: {error}",
+                         logging.ERROR)
+                failed.append(dead.worker_id)
+        return recovered, failed
+
     def recover(self, queue: str, task_id: str, holder: str | None, *, process_gone: bool,
                 attempt: int | None = None) -> dict[str, str]:
         """Put one task of a dead holder back in line (or fail it, attempts used)."""
@@ -95,7 +109,9 @@ class Recovery:
         return recovered
 
     def adopt_orphans(self) -> dict[str, str]:
-        """Take over the tasks of this host's dead listeners on the worker's queues."""
+        """Take over the tasks of this host's dead listeners on the worker's queues: those
+        that are not workers of this library (a worker has a record, and the lease keeper
+        judges it by its machine, never by its host name)."""
         records, now = self.queue_model.worker_records(), time.time()
         recovered: dict[str, str] = {}
         for queue in self.queues.values():
@@ -104,7 +120,7 @@ class Recovery:
             except ResponseError:  # a listener set of another type: nobody to adopt there
                 continue
             for listener in listeners:
-                if (listener == self.listener_id
+                if (listener == self.listener_id or listener in records
                         or not is_this_host(listener_host_and_pid(listener)[0])
                         or not listener_is_dead(listener, records, now)):
                     continue

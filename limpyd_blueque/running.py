@@ -190,7 +190,11 @@ class RunningTasks:
     # -- events from other threads ---------------------------------------------------------
     def post(self, task: RunningTask, event: Event, detail: Any = None) -> None:
         """Post `event` for `task` (any thread); the worker applies it at its next turn."""
-        self._inbox.put(Posted(task.task_id, task.attempt, event, detail))
+        self.post_for(task.task_id, task.attempt, event, detail)
+
+    def post_for(self, task_id: str, attempt: int, event: Event, detail: Any = None) -> None:
+        """Post `event` for attempt `attempt` of a task: dropped if another attempt runs."""
+        self._inbox.put(Posted(task_id, attempt, event, detail))
         self.wake()
 
     def posted(self) -> list[tuple[RunningTask, Event, Any]]:

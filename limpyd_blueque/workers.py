@@ -320,9 +320,8 @@ class Worker(WorkerHooks):
         this host's dead listeners' tasks and take back expired leases."""
         if self.keeper is None or self.recovery is None:
             return
-        recovered = {}
-        for dead in self.keeper.found_dead():
-            recovered.update(self.recovery.take_back(dead))
+        recovered, failed = self.recovery.take_back_each(self.keeper.found_dead())
+        self.keeper.unreport(failed)  # judged again at the next beat
         recovered.update(self.recovery.clean())
         for task_id, outcome in recovered.items():
             if outcome != "skipped":
