@@ -160,6 +160,7 @@ class Renewal:
     siblings: dict[str, str]
     expired: list[str]
     now: float
+    revived: bool = False  # the worker's record was missing: it had been taken for dead
 
 
 @dataclass(frozen=True)
@@ -324,24 +325,27 @@ class Scripts:
         return Outcome.from_reply(reply)
 
     def renew(self, leases: Sequence[tuple[str, str, int | str, float | None]], *,
-              beat: Beat | None = None, liveness_timeout: float = 0.0) -> Renewal:
+              beat: Beat | None = None, liveness_timeout: float = 0.0,
+              alive_for: Mapping[str, float] | None = None) -> Renewal:
         """Extend the leases `(queue, task id, attempt, ttr)` and, for a worker's `beat`,
         record that it is alive for `liveness_timeout` seconds, in one step.
 
-        Without `beat` (a task process keeping its own lease), each renewed task is marked
-        alive for `liveness_timeout` seconds (its `alive_until` field).
+        A task of `alive_for` is marked alive that many more seconds (its `alive_until`
+        field): its own process speaks for it, whatever becomes of its worker's record.
         """
         k = self.keys
         machine = beat.machine if beat is not None else ""
         keys: list[str] = [k.workers, k.workers_info, k.machine_workers(machine)]
         args: list[object] = [beat.worker_id if beat else "", liveness_timeout,
-                              beat.identity if beat else "", "" if beat else "1"]
+                              beat.identity if beat else "", ""]
+        alive_for = alive_for or {}
         for queue, task_id, attempt, ttr in leases:
             keys += [k.task(task_id), k.leases(queue)]
-            args += [task_id, attempt, ttr]
-        lost, siblings, expired, now = self._run("renew", keys, args)
+            args += [task_id, attempt, ttr, alive_for.get(task_id)]
+        lost, siblings, expired, now, revived = self._run("renew", keys, args)
         return Renewal(dict(zip(lost[::2], lost[1::2])),
-                       dict(zip(siblings[::2], siblings[1::2])), list(expired), float(now))
+                       dict(zip(siblings[::2], siblings[1::2])), list(expired), float(now),
+                       bool(int(revived)))
 
     def forget_worker(self, worker_id: str, machine: str | None) -> None:
         """Drop a worker's record, identity and machine membership."""

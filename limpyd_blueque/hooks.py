@@ -33,6 +33,7 @@ class WorkerHooks(WorkerSettings):
     runner: TaskRunner
     outcomes: OutcomeRecorder
     num_loops: int
+    end_forced: bool
     _broken_logged: dict[str, float]
     #: settings that are None until `Worker.validate` derives them from `ttr`: numbers
     #: once the worker is made
@@ -78,6 +79,16 @@ class WorkerHooks(WorkerSettings):
         return job.run(queue)
 
     # -- tasks that did not end normally ------------------------------------------------------
+    def must_stop(self) -> bool:
+        """True when the worker must take no more tasks."""
+        if self.end_forced:
+            return True
+        if self.max_loops is not None and self.num_loops >= self.max_loops:
+            return True
+        if self.max_duration is not None and self.elapsed is not None:
+            return self.elapsed.total_seconds() >= self.max_duration
+        return False
+
     def retrying(self, step: Callable[[], Any]) -> Any:
         """Run `step`, retrying for `outcome_retry_timeout` seconds while Redis is away."""
         return self.outcomes.retrying(step)

@@ -26,7 +26,8 @@ from .connection import private_client
 from .exceptions import RedisUnavailable
 from .liveness import MACHINE_ID, host_name, process_alive, process_start_time
 from .processes import Heartbeat
-from .running import Event, RunningTask, RunningTasks
+from .running import Event, Origin, RunningTask, RunningTasks
+from .values import MAX_SECONDS
 
 if TYPE_CHECKING:
     from .models import Queue
@@ -77,6 +78,7 @@ class LeaseKeeper:
         self._next_renewal = 0.0
         self._fresh_since: float | None = None  # server time of the first beat in a row
         self._last_beat: float | None = None  # server time of the last beat
+        self.revived = False
         self._reported: dict[str, float] = {}  # worker id -> when (monotonic) it was
 
     def start(self) -> None:
@@ -108,8 +110,12 @@ class LeaseKeeper:
         assert self.scripts is not None, "start() first"
         due = time.monotonic() >= self._next_renewal
         leases = self.tasks.leases() if due else []
+        # a task run in the worker's own thread may keep the heartbeat from running (a
+        # long call holding the GIL): it speaks for itself for a whole lease
+        alive_for = {task.task_id: task.ttr or MAX_SECONDS for task in self.tasks.snapshot()
+                     if task.origin is Origin.IN_PROCESS}
         try:
-            renewal = self.scripts.renew(leases, beat=self.identity,
+            renewal = self.scripts.renew(leases, beat=self.identity, alive_for=alive_for,
                                          liveness_timeout=self.liveness_timeout)
         except RedisUnavailable:
             self._fresh_since = None  # until it beats again, it judges no one
@@ -117,6 +123,9 @@ class LeaseKeeper:
         if due:
             self._next_renewal = time.monotonic() + self.renewal_interval()
         self._post_lost(renewal, leases)
+        if renewal.revived and self._last_beat is not None:
+            self.revived = True  # taken for dead meanwhile: the worker registers again
+            self.tasks.wake()
         self._judge(renewal)
 
     def _post_lost(self, renewal: Renewal, leases: list[tuple[str, str, int, float | None]]
@@ -219,7 +228,7 @@ def watch_orphaned(current: Callable[[], RunningTask | None], scripts: Callable[
         if not made:
             made.append(scripts())
         lost = made[0].renew([(task.queue_name, task.task_id, task.attempt, task.ttr)],
-                             liveness_timeout=liveness_timeout).lost
+                             alive_for={task.task_id: liveness_timeout}).lost
         if lost and lost.get(task.task_id) not in FINISHED_BY_US:
             on_lost(task, lost[task.task_id])
             os.killpg(0, signal.SIGKILL)  # the task's own children too

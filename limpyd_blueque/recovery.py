@@ -59,13 +59,16 @@ class Recovery:
         for name in names:
             queue = self.queue_model.named(name)
             try:
-                if not queue.remove_listener(dead.worker_id):
-                    continue  # another worker takes them back
+                queue.remove_listener(dead.worker_id)
             except ProtocolError as error:  # a listener set of another type
                 self.log(f"[{name}] {error}", logging.ERROR)
-            self.log(f"taking back the tasks of {dead.worker_id} in {name}: {dead.why}",
-                     logging.WARNING)
-            for task_id in queue.reserved(dead.worker_id).lrange(0, -1):
+            # whether or not it was still listed (it may have been taken for dead once and
+            # come back unlisted), its tasks are taken back: each step is fenced by holder
+            task_ids = queue.reserved(dead.worker_id).lrange(0, -1)
+            if task_ids:
+                self.log(f"taking back the tasks of {dead.worker_id} in {name}: {dead.why}",
+                         logging.WARNING)
+            for task_id in task_ids:
                 if dead.same_machine:
                     recovered.update(self.adopt(queue, task_id))
                 else:

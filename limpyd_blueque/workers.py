@@ -166,16 +166,6 @@ class Worker(WorkerHooks):
         self.runner.stop_signal()
 
     # -- the loop ----------------------------------------------------------------------------------
-    def must_stop(self) -> bool:
-        """True when the worker must take no more tasks."""
-        if self.end_forced:
-            return True
-        if self.max_loops is not None and self.num_loops >= self.max_loops:
-            return True
-        if self.max_duration is not None and self.elapsed is not None:
-            return self.elapsed.total_seconds() >= self.max_duration
-        return False
-
     def run(self) -> None:
         """Run the worker until it must stop, then stop cleanly."""
         if self.status is not None:
@@ -320,6 +310,10 @@ class Worker(WorkerHooks):
         this host's dead listeners' tasks and take back expired leases."""
         if self.keeper is None or self.recovery is None:
             return
+        if self.keeper.revived:  # taken for dead while only slow: listed again
+            self.keeper.revived = False
+            self.log("this worker was taken for dead: registering again", logging.WARNING)
+            self.register()
         recovered, failed = self.recovery.take_back_each(self.keeper.found_dead())
         self.keeper.unreport(failed)  # judged again at the next beat
         recovered.update(self.recovery.clean())

@@ -193,3 +193,25 @@ def test_hooks_run_in_the_task_process_except_on_error_of_a_killed_task(database
     crashed = pids(killed)
     assert crashed["on_started"] == crashed["run"] != worker_pid
     assert crashed["on_error"] == worker_pid  # its process is gone: the worker's runs it
+
+
+def test_a_task_run_in_process_speaks_for_itself_for_a_whole_lease(keeper, conn):
+    """A long call holding the GIL can keep an in-process worker from beating: its task is
+    marked alive for its lease, so that other machines do not take it back meanwhile."""
+    queue = Queue.named("p")
+    queue.enqueue("x")
+    job, _ = Queue.reserve_from(["p"], LISTENER, pid=os.getpid(), ttr=300)
+    keeper.tasks.add(RunningTask(job, queue, Origin.IN_PROCESS, pid=os.getpid()))
+    keeper.nudge(0.01)
+    time.sleep(0.05)
+    keeper.beat()
+    alive_until = float(conn.hget(f"blueque_task_{job.task_id}", "alive_until"))
+    assert alive_until == pytest.approx(time.time() + 300, abs=5)
+
+
+def test_a_worker_taken_for_dead_knows_it_at_its_next_beat(keeper, conn):
+    keeper.beat()
+    assert not keeper.revived
+    conn.zrem("blueque:workers", LISTENER)  # another worker took it for dead, and forgot it
+    keeper.beat()
+    assert keeper.revived

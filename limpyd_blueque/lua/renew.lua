@@ -7,21 +7,23 @@
 -- ARGV[1] worker (listener) id ('': no worker record, as for a task process)
 -- ARGV[2] liveness timeout: the worker is alive until the server's now plus this, and a
 --   task process renewing its own lease marks its task `alive_until` as far ahead
--- ARGV[3] the worker's identity (JSON), ARGV[4] '1' when the caller is a task process
+-- ARGV[3] the worker's identity (JSON), ARGV[4] unused
 -- then, per task: task id, attempt held ('' for a task without one), lease length in
---   seconds ('' or '0': none)
+--   seconds ('' or '0': none), seconds for which its process says it lives ('': it does
+--   not speak for itself; set by a task process whose worker is gone, and for a task run
+--   in its worker's own process, which a long call may keep from beating)
 -- A lease is extended only while the task is reserved or started in that attempt.
--- Returns {lost, siblings, expired, now}: lost, flat, the id and status ('' when gone)
+-- Returns {lost, siblings, expired, now, 1 when the worker's record was missing}: lost, flat, the id and status ('' when gone)
 -- of each task whose lease is lost (finished, gone, or held by a newer attempt);
 -- siblings, flat, the id and identity of every other worker on the same machine;
 -- expired, the ids of workers whose record ran out; now, the server's time.
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
-local worker, timeout, orphan = ARGV[1], tonumber(ARGV[2]) or 0, ARGV[4] == '1'
-local siblings, expired = {}, {}
+local worker, timeout = ARGV[1], tonumber(ARGV[2]) or 0
+local siblings, expired, revived = {}, {}, 0
 -- records of another type are left alone: the worker goes on (and nobody is judged dead)
 if worker ~= '' and not misfit({{KEYS[1], 'zset'}, {KEYS[2], 'hash'}, {KEYS[3], 'set'}}) then
-    redis.call('ZADD', KEYS[1], now + timeout, worker)
+    revived = redis.call('ZADD', KEYS[1], now + timeout, worker)
     redis.call('HSET', KEYS[2], worker, ARGV[3])
     redis.call('SADD', KEYS[3], worker)
     for _, other in ipairs(redis.call('SMEMBERS', KEYS[3])) do
@@ -35,7 +37,8 @@ end
 local lost = {}
 for i = 1, (#KEYS - 3) / 2 do
     local task, leases = KEYS[2 * i + 2], KEYS[2 * i + 3]
-    local id, attempt, ttr = ARGV[3 * i + 2], ARGV[3 * i + 3], ARGV[3 * i + 4]
+    local id, attempt, ttr, alive = ARGV[4 * i + 1], ARGV[4 * i + 2], ARGV[4 * i + 3],
+        tonumber(ARGV[4 * i + 4])
     local status = nil
     if not misfit({{task, 'hash'}, {leases, 'zset'}}) then
         status = redis.call('HGET', task, 'status')
@@ -46,10 +49,10 @@ for i = 1, (#KEYS - 3) / 2 do
         local seconds = tonumber(ttr)
         if seconds and seconds > 0 then deadline = now + seconds end
         redis.call('ZADD', leases, deadline, id)
-        if orphan then redis.call('HSET', task, 'alive_until', now + timeout) end
+        if alive then redis.call('HSET', task, 'alive_until', now + alive) end
     else
         lost[#lost + 1] = id
         lost[#lost + 1] = status or ''
     end
 end
-return {lost, siblings, expired, tostring(now)}
+return {lost, siblings, expired, tostring(now), revived}

@@ -247,12 +247,6 @@ class Queue(BluequeModel):
         """`{worker id: time until which it is alive}` of this library's workers."""
         return worker_records(cls.client(), cls.keys())
 
-    @classmethod
-    def forget_worker(cls, listener_id: str) -> None:
-        """Drop a stopping worker's record: it no longer says it is alive."""
-        with reaching(cls.client()):
-            cls.client().zrem(cls.keys().workers, listener_id)
-
     def delete_task(self, job: Job) -> None:
         """Delete a finished task of this queue (`InvalidTransition` otherwise)."""
         data = job.data()
