@@ -10,7 +10,11 @@ from .exceptions import (
     InvalidParameters,
     InvalidTransition,
     LimpydBluequeError,
+    ParametersTooLarge,
+    PartiallyEnqueued,
     ProtocolError,
+    QuarantinedTask,
+    RedisFull,
     RedisUnavailable,
     TaskExists,
     TaskKilled,
@@ -31,7 +35,7 @@ except PackageNotFoundError:  # running from a source tree that is not installed
 __all__ = [
     "BluequeDatabase", "BluequeModel", "Client", "ConfigurationError", "Error", "InvalidName",
     "InvalidParameters", "InvalidTransition", "Job", "KeySpace", "LimpydBluequeError",
-    "ProtocolError", "Queue", "RedisUnavailable", "Status", "TaskData", "TaskExists",
-    "TaskKilled", "TaskNotFound", "TaskTimeout", "Worker", "WorkerInterrupted", "__version__",
-    "use_redis",
+    "ParametersTooLarge", "PartiallyEnqueued", "ProtocolError", "QuarantinedTask", "Queue",
+    "RedisFull", "RedisUnavailable", "Status", "TaskData", "TaskExists", "TaskKilled",
+    "TaskNotFound", "TaskTimeout", "Worker", "WorkerInterrupted", "__version__", "use_redis",
 ]

@@ -36,7 +36,7 @@ from .processes import WakeUps
 from .recovery import Recovery
 from .running import RunningTask, RunningTasks
 from .scheduling import DueTasks
-from .values import is_text
+from .values import is_text, printable
 
 
 class Worker(WorkerHooks):
@@ -137,7 +137,7 @@ class Worker(WorkerHooks):
     def set_task_process_title(self, task: RunningTask) -> None:
         """In a task process: show the task in the process title."""
         if self.update_title:
-            _set_title(f"blueque-task#{os.getpid()} [{task.queue_name}] {task.task_id}")
+            _set_title(f"blueque-task#{os.getpid()} [{task.queue_name}] {printable(task.task_id)}")
 
     @property
     def elapsed(self) -> timedelta | None:

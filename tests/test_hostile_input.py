@@ -185,7 +185,7 @@ def test_enqueue_many_refuses_a_chunk_that_is_not_a_count(queue, conn, chunk):
 @pytest.mark.parametrize("value, problem", [
     (nested(100_000), "nested too deeply"),
     (circular(), "Circular reference"),
-    ({"n": 10**5000}, "4300 digits"),
+    ({"n": 10**5000}, "4300"),  # the wording of the limit differs across Pythons
     ({"x": NAN}, "not JSON compliant"),
     ({(1, 2): "tuple key"}, "keys must be"),
     ("lone \ud800 surrogate", "'\\\\ud800' at index 5"),
