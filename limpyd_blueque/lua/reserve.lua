@@ -18,8 +18,9 @@
 -- A queue one of whose keys holds another type is skipped (reported in `broken`), so
 -- one bad key never blocks the other queues. An id whose hash is gone, or that is filed
 -- elsewhere by its known status, is dropped from the list. A task that cannot be run as
--- it is (no hash but a value of another type, an unknown status, no or another queue,
--- an attempt that is not a number) is quarantined: failed with an error naming the
+-- it is (no hash but a value of another type, an unknown status, no queue field, an
+-- attempt that is not a number) is quarantined; a task of another queue met through a
+-- stray entry is dropped from this list (its own queue runs it): failed with an error naming the
 -- problem, filed in this queue's failed list, never run.
 -- Returns {queue index (0: nothing), task id, task hash as a flat list, ttr, max run time,
 --   max attempts ('' for none), dropped ids, quarantined (flat: queue, id, problem),
@@ -44,9 +45,8 @@ local function problem_of(key, id, queue)
     end
     local own = redis.call('HGET', key, 'queue')
     if not own then return 'no queue field, found in ' .. queue, 'bad' end
-    if own ~= queue then
-        return 'queue field ' .. string.format('%q', own) .. ', found in ' .. queue, 'bad'
-    end
+    -- a task of another queue met through a stray entry: its own queue runs it
+    if own ~= queue then return nil, 'drop' end
     local attempt = redis.call('HGET', key, 'attempt')
     if attempt and not string.match(attempt, '^%d+$') then
         return 'attempt field ' .. string.format('%q', attempt) .. ' is not a count', 'bad'
