@@ -62,6 +62,7 @@ local function quarantine(key, id, queue, reserved, failed, why)
     if redis.call('TYPE', key)['ok'] == 'hash' then
         redis.call('HSET', key, 'status', 'failed', 'queue', queue, 'updated', now,
             'error', 'Quarantined: ' .. why)
+        redis.call('LREM', failed, 0, id)  -- once, even if a stray entry was there
         redis.call('LPUSH', failed, id)
     end
 end
