@@ -59,3 +59,13 @@ def dead_pid():
     process = subprocess.Popen([sys.executable, "-c", "pass"])
     process.wait()
     return process.pid
+
+
+def kill_task_processes(conn):
+    """Kill every process that recorded a task event, except this one (in-process tasks
+    record this very process): no task process outlives its test."""
+    from jobs import events
+
+    for entry in events(conn):
+        if entry["pid"] != os.getpid():
+            kill(entry["pid"])

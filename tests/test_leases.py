@@ -8,7 +8,7 @@ import threading
 import time
 
 import pytest
-from helpers import alive, dead_pid, kill, start_worker, wait_for
+from helpers import alive, dead_pid, kill, kill_task_processes, start_worker, wait_for
 from jobs import RecordingJob, events
 
 from limpyd_blueque import Job, Queue, Worker
@@ -46,9 +46,7 @@ def workers(redis_url):
 @pytest.fixture(autouse=True)
 def no_leftover_task_processes(conn):
     yield
-    for entry in events(conn):
-        if entry["pid"] != os.getpid():  # in-process tasks record this very process
-            kill(entry["pid"])
+    kill_task_processes(conn)
 
 
 # -- leases ---------------------------------------------------------------------------------

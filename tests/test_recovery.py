@@ -13,7 +13,7 @@ import signal
 import time
 
 import pytest
-from helpers import kill, start_worker, wait_for
+from helpers import kill, kill_task_processes, start_worker, wait_for
 from jobs import events
 
 from limpyd_blueque import Queue
@@ -46,8 +46,7 @@ def workers(redis_url):
 @pytest.fixture(autouse=True)
 def no_leftover_task_processes(conn):
     yield
-    for entry in events(conn):
-        kill(entry["pid"])
+    kill_task_processes(conn)
 
 
 def begins(conn, job):
