@@ -337,7 +337,7 @@ class Scripts:
         machine = beat.machine if beat is not None else ""
         keys: list[str] = [k.workers, k.workers_info, k.machine_workers(machine)]
         args: list[object] = [beat.worker_id if beat else "", liveness_timeout,
-                              beat.identity if beat else "", ""]
+                              beat.identity if beat else ""]
         alive_for = alive_for or {}
         for queue, task_id, attempt, ttr in leases:
             keys += [k.task(task_id), k.leases(queue)]

@@ -7,7 +7,7 @@
 -- ARGV[1] worker (listener) id ('': no worker record, as for a task process)
 -- ARGV[2] liveness timeout: the worker is alive until the server's now plus this, and a
 --   task process renewing its own lease marks its task `alive_until` as far ahead
--- ARGV[3] the worker's identity (JSON), ARGV[4] unused
+-- ARGV[3] the worker's identity (JSON)
 -- then, per task: task id, attempt held ('' for a task without one), lease length in
 --   seconds ('' or '0': none), seconds for which its process says it lives ('': it does
 --   not speak for itself; set by a task process whose worker is gone, and for a task run
@@ -37,8 +37,8 @@ end
 local lost = {}
 for i = 1, (#KEYS - 3) / 2 do
     local task, leases = KEYS[2 * i + 2], KEYS[2 * i + 3]
-    local id, attempt, ttr, alive = ARGV[4 * i + 1], ARGV[4 * i + 2], ARGV[4 * i + 3],
-        tonumber(ARGV[4 * i + 4])
+    local id, attempt, ttr, alive = ARGV[4 * i], ARGV[4 * i + 1], ARGV[4 * i + 2],
+        tonumber(ARGV[4 * i + 3])
     local status = nil
     if not misfit({{task, 'hash'}, {leases, 'zset'}}) then
         status = redis.call('HGET', task, 'status')
