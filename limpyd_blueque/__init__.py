@@ -6,6 +6,7 @@ from .client import Client
 from .connection import BluequeDatabase, use_redis
 from .exceptions import (
     ConfigurationError,
+    Delay,
     InvalidName,
     InvalidParameters,
     InvalidTransition,
@@ -20,10 +21,13 @@ from .exceptions import (
     TaskKilled,
     TaskNotFound,
     TaskTimeout,
+    UnknownJobModel,
     WorkerInterrupted,
 )
 from .keys import KeySpace
-from .models import BluequeModel, Error, Job, Queue, TaskData
+from .models import BluequeModel, Error, Job, JobModels, Queue, Task, TaskData
+from .options import MAX_PRIORITY
+from .periodic import PeriodicTask
 from .statuses import Status
 from .workers import Worker
 
@@ -33,9 +37,10 @@ except PackageNotFoundError:  # running from a source tree that is not installed
     __version__ = "0+unknown"
 
 __all__ = [
-    "BluequeDatabase", "BluequeModel", "Client", "ConfigurationError", "Error", "InvalidName",
-    "InvalidParameters", "InvalidTransition", "Job", "KeySpace", "LimpydBluequeError",
-    "ParametersTooLarge", "PartiallyEnqueued", "ProtocolError", "QuarantinedTask", "Queue",
-    "RedisFull", "RedisUnavailable", "Status", "TaskData", "TaskExists", "TaskKilled",
-    "TaskNotFound", "TaskTimeout", "Worker", "WorkerInterrupted", "__version__", "use_redis",
+    "MAX_PRIORITY", "BluequeDatabase", "BluequeModel", "Client", "ConfigurationError", "Delay",
+    "Error", "InvalidName", "InvalidParameters", "InvalidTransition", "Job", "JobModels",
+    "KeySpace", "LimpydBluequeError", "ParametersTooLarge", "PartiallyEnqueued", "PeriodicTask",
+    "ProtocolError", "QuarantinedTask", "Queue", "RedisFull", "RedisUnavailable", "Status",
+    "Task", "TaskData", "TaskExists", "TaskKilled", "TaskNotFound", "TaskTimeout",
+    "UnknownJobModel", "Worker", "WorkerInterrupted", "__version__", "use_redis",
 ]

@@ -22,20 +22,24 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from .connection import reaching
 from .exceptions import ProtocolError, TaskExists
 from .keys import KeySpace
+from .options import TaskOptions
 
 SCRIPT_NAMES = (
-    "enqueue", "schedule", "enqueue_due", "reserve", "start", "finish", "delete",
+    "enqueue", "enqueue_due", "reserve", "start", "finish", "delete",
     "add_listener", "remove_listener", "materialize", "requeue", "renew", "recover",
-    "tidy", "terms",
+    "tidy", "terms", "cancel", "retry", "tick",
 )
 
 #: shared Lua functions, prepended to the scripts that use them
 SHARED = {
-    "_types": ("enqueue", "schedule", "enqueue_due", "reserve", "start", "finish", "delete",
+    "_types": ("enqueue", "enqueue_due", "reserve", "start", "finish", "delete",
                "add_listener", "remove_listener", "requeue", "renew", "recover", "tidy",
-               "terms", "materialize"),  # the type checks before a write
+               "terms", "materialize", "cancel", "retry", "tick"),  # the type checks before a write
     "_holder": ("start", "finish", "requeue"),  # the holder check
     "_terms": ("reserve", "recover", "terms"),  # a task's lease terms
+    # where a pending task waits, by its priority; the identifiers of waiting tasks
+    "_line": ("enqueue", "enqueue_due", "reserve", "requeue", "recover", "cancel", "retry",
+              "tidy"),
 }
 
 
@@ -94,6 +98,15 @@ class Reservation:
             return int(self.fields.get("attempt") or 0)
         except ValueError:
             return 0
+
+    @property
+    def counted_attempts(self) -> int:
+        """The attempts that count toward the task's maximum: those that were not a delay
+        the task asked for (its `uncounted` field)."""
+        try:
+            return max(self.attempt - int(self.fields.get("uncounted") or 0), 0)
+        except ValueError:
+            return self.attempt
 
     @property
     def node(self) -> str | None:
@@ -215,20 +228,24 @@ class Scripts:
             with reaching(self.client):  # the error again, naming the server
                 raise
 
-    def enqueue(self, queue: str, tasks: Sequence[tuple[str, str]], now: float) -> int:
-        """Create pending tasks `(id, parameters)` and push them, all or none."""
-        k = self.keys
-        keys = [k.queues, k.pending(queue), *(k.task(task_id) for task_id, _ in tasks)]
-        args: list[object] = [queue, now, k.wake_channel(queue)]
-        for task_id, parameters in tasks:
-            args += [task_id, parameters]
-        return int(self._run("enqueue", keys, args))
+    def enqueue(self, queue: str, tasks: Sequence[tuple[str, str, TaskOptions]],
+                now: float) -> list[tuple[str, bool]]:
+        """Create tasks `(id, parameters, options)`, pending or scheduled, all or none.
 
-    def schedule(self, queue: str, task_id: str, parameters: str, eta: float, now: float) -> None:
-        """Create a scheduled task, due at `eta`."""
+        Returns, per task, the id of its task and whether it was created: a task whose
+        identifier maps to a waiting task of the queue returns that task's id instead.
+        """
         k = self.keys
-        self._run("schedule", [k.queues, k.scheduled(queue), k.task(task_id)],
-                  [queue, now, eta, task_id, parameters])
+        keys = [k.queues, k.pending(queue), k.prioritized(queue), k.scheduled(queue),
+                k.identifiers(queue), *(k.task(task_id) for task_id, _, _ in tasks)]
+        args: list[object] = [queue, now, k.wake_channel(queue), k.task_prefix]
+        for task_id, parameters, options in tasks:
+            args += [task_id, parameters, options.priority, options.eta,
+                     "1" if options.prepend else "", options.identifier, len(options.fields)]
+            for name, value in options.fields.items():
+                args += [name, value]
+        flat = self._run("enqueue", keys, args)
+        return [(task_id, bool(int(created))) for task_id, created in zip(flat[::2], flat[1::2])]
 
     def enqueue_due(self, queue: str, now: float, limit: int = 0) -> list[str]:
         """Move the due scheduled tasks of a queue to its pending list; return their ids.
@@ -236,7 +253,8 @@ class Scripts:
         A due id whose key holds no task hash (gone, or a value of another type) leaves the
         schedule without being pushed."""
         k = self.keys
-        moved, _ = self._run("enqueue_due", [k.scheduled(queue), k.pending(queue)],
+        moved, _ = self._run("enqueue_due",
+                             [k.scheduled(queue), k.pending(queue), k.prioritized(queue)],
                              [now, k.task_prefix, k.wake_channel(queue), limit])
         return list(moved)
 
@@ -245,7 +263,8 @@ class Scripts:
                 ttrs: Sequence[float | str | None] | None = None,
                 max_run_time: float | None = None, max_attempts: int | None = None,
                 ) -> tuple[Reservation | None, PassedOver]:
-        """Take the next pending task of the first queue that has one.
+        """Take the next pending task: the first in line of the highest priority found in
+        the queues, from the first queue that has it.
 
         With `pid`, the task is started by that pid (whose start mark is `pstart`) in
         the same step. `ttrs` (one per queue), `max_run_time` and `max_attempts` are the
@@ -259,7 +278,8 @@ class Scripts:
         ttrs = list(ttrs) if ttrs is not None else [None] * len(queues)
         for queue, ttr in zip(queues, ttrs):
             keys += [k.pending(queue), k.reserved(queue, listener_id), k.leases(queue),
-                     k.started(queue), k.queue_settings(queue), k.failed(queue)]
+                     k.started(queue), k.queue_settings(queue), k.failed(queue),
+                     k.prioritized(queue), k.identifiers(queue)]
             args += [ttr, queue]
         reply = self._run("reserve", keys, args)
         index, task_id, flat = reply[:3]
@@ -303,10 +323,10 @@ class Scripts:
         return Outcome.from_reply(reply)
 
     def delete(self, queue: str, task_id: str) -> Outcome:
-        """Delete a complete or failed task of `queue`."""
+        """Delete a complete, failed or canceled task of `queue`."""
         k = self.keys
-        reply = self._run("delete", [k.task(task_id), k.complete(queue), k.failed(queue)],
-                          [task_id, queue])
+        reply = self._run("delete", [k.task(task_id), k.complete(queue), k.failed(queue),
+                                     k.canceled(queue)], [task_id, queue])
         if int(reply[0]) == 0:
             return Outcome(False, status=reply[1], node=None, attempt=None)
         return Outcome.from_reply(reply)
@@ -314,14 +334,42 @@ class Scripts:
     def requeue(self, queue: str, task_id: str, listener_id: str, now: float, *,
                 attempt: int | str | None = None, eta: float | None = None,
                 error: str | None = None, front: bool = False,
-                priority_delta: float | None = None) -> Outcome:
-        """Put a task held by `listener_id` back: pending now, or scheduled at `eta`."""
+                priority_delta: int | None = None, uncounted: bool = False) -> Outcome:
+        """Put a task held by `listener_id` back: pending now, or scheduled at `eta`.
+
+        With `uncounted`, this attempt does not count toward the task's maximum (it was
+        not a failure: the task delayed itself)."""
         k = self.keys
         keys = [k.task(task_id), k.reserved(queue, listener_id), k.started(queue),
-                k.pending(queue), k.scheduled(queue), k.leases(queue)]
+                k.pending(queue), k.scheduled(queue), k.leases(queue), k.prioritized(queue),
+                k.identifiers(queue)]
         reply = self._run("requeue", keys, [
             task_id, listener_id, attempt, now, eta, error, k.wake_channel(queue),
-            "front" if front else "back", priority_delta])
+            "front" if front else "back", priority_delta, "1" if uncounted else "",
+            k.task_prefix, queue])
+        return Outcome.from_reply(reply)
+
+    def cancel(self, queue: str, task_id: str, now: float) -> Outcome:
+        """Cancel a waiting (pending or scheduled) task of `queue`."""
+        k = self.keys
+        keys = [k.task(task_id), k.pending(queue), k.prioritized(queue), k.scheduled(queue),
+                k.identifiers(queue), k.canceled(queue)]
+        reply = self._run("cancel", keys, [task_id, queue, now])
+        if int(reply[0]) == 0:
+            return Outcome(False, status=reply[1])
+        return Outcome.from_reply(reply)
+
+    def retry(self, queue: str, task_id: str, status: str, now: float, *,
+              eta: float | None = None, front: bool = False,
+              priority: int | None = None) -> Outcome:
+        """Put a failed or canceled task (its `status` as the caller found it) back in line."""
+        k = self.keys
+        keys = [k.task(task_id), k.finished(queue, status), k.pending(queue),
+                k.prioritized(queue), k.scheduled(queue), k.identifiers(queue)]
+        reply = self._run("retry", keys, [task_id, queue, status, now, eta, "1" if front else "",
+                                          priority, k.wake_channel(queue), k.task_prefix])
+        if int(reply[0]) == 0:
+            return Outcome(False, status=reply[1])
         return Outcome.from_reply(reply)
 
     def renew(self, leases: Sequence[tuple[str, str, int | str, float | None]], *,
@@ -366,21 +414,23 @@ class Scripts:
         skipped: it changed hands since the caller looked. With `expired_only`, a task is
         taken only if its lease ended (by the server's clock); else it is taken unless its
         own process says it still lives (`alive_until`), or always when the caller knows
-        that process is gone (`process_gone`). Each goes back to pending
-        (at the front), or fails once it used `max_attempts` (a task's or its queue's own
-        maximum comes first). Returns `{task id: outcome}` with outcome 'pending',
-        'failed' or 'skipped'.
+        that process is gone (`process_gone`). Each goes back to pending (at the front of
+        its priority), or fails once it used `max_attempts` (a task's or its queue's own
+        maximum comes first; attempts it did not fail do not count). Returns
+        `{task id: outcome}` with outcome 'pending', 'failed' or 'skipped'.
         """
         if not tasks:
             return {}
         k = self.keys
         keys: list[str] = []
         mode = "expired" if expired_only else "gone" if process_gone else "dead"
-        args: list[object] = [now, mode, max_attempts, why]
+        args: list[object] = [now, mode, max_attempts, why, k.task_prefix]
         for queue, task_id, attempt, holder in tasks:
             keys += [k.task(task_id), k.leases(queue), k.pending(queue), k.failed(queue),
-                     k.started(queue), k.queue_settings(queue)]
-            args += [task_id, k.reserved(queue, ""), k.wake_channel(queue), attempt, holder]
+                     k.started(queue), k.queue_settings(queue), k.prioritized(queue),
+                     k.identifiers(queue)]
+            args += [task_id, k.reserved(queue, ""), k.wake_channel(queue), attempt, holder,
+                     queue]
         flat = self._run("recover", keys, args)
         return dict(zip(flat[::2], flat[1::2]))
 
@@ -389,6 +439,18 @@ class Scripts:
         """One deep-clean fix, re-checked atomically: 'relist' or 'unlist' a task in `key`."""
         return bool(self._run("tidy", [self.keys.task(task_id), key],
                               [action, kind, task_id, member, statuses]))
+
+    def unmap(self, queue: str, identifier: str, task_id: str) -> bool:
+        """Deep clean: drop an identifier's entry whose task no longer waits with it."""
+        k = self.keys
+        return bool(self._run("tidy", [k.task(task_id), k.identifiers(queue)],
+                              ["unmap", "hash", task_id, identifier, ""]))
+
+    def reline(self, queue: str, task_id: str) -> bool:
+        """Deep clean: put a pending task found in no line back in line, by its priority."""
+        k = self.keys
+        return bool(self._run("tidy", [k.task(task_id), k.pending(queue), k.prioritized(queue)],
+                              ["reline", "list", task_id, "", "pending"]))
 
     def add_listener(self, queue: str, listener_id: str) -> bool:
         k = self.keys
@@ -406,3 +468,30 @@ class Scripts:
         keys = [destination, *(key for key, _, _ in sources)]
         args = [self.keys.task_prefix, expire, *(f"{kind} {status}" for _, kind, status in sources)]
         return int(self._run("materialize", keys, args))
+
+    def tick(self, queue: str, name: str, *, seen: str, due: float, next_due: float,
+             task_id: str, parameters: str, tick: float, after: str, now: float,
+             last_task: str | None = None, still_runs: Iterable[str] = ()) -> tuple[str, str]:
+        """One tick of the periodic task `name` of `queue`, in one step (see `periodic`).
+
+        A compare-and-set on what the caller read: the definition text `seen` ('' for
+        none) and the due time `due`. When either changed, another worker ticked (or the
+        task was declared again, or removed): nothing is written, 'raced'. Else, when the
+        task of the previous tick (`last_task`, given only if runs must not overlap) has
+        one of the `still_runs` statuses, the tick is skipped: 'overlap'. Else a pending
+        task `task_id` is created for the tick at time `tick` (fields `periodic` and
+        `periodic_tick`), and the definition becomes `after`: 'ticked'. Both set the next
+        tick at `next_due`. A due entry without definition is dropped: 'gone'.
+
+        Returns `(outcome, detail)`, the detail being the new task id for 'ticked' and
+        the status of the previous run for 'overlap'.
+        """
+        k = self.keys
+        keys = [k.periodic(queue), k.periodic_due(queue), k.queues, k.pending(queue),
+                k.task(task_id)]
+        if last_task is not None:
+            keys.append(k.task(last_task))
+        outcome, detail = self._run("tick", keys, [
+            name, seen, due, next_due, now, queue, task_id, parameters, tick, after,
+            k.wake_channel(queue), *still_runs])
+        return str(outcome), str(detail)

@@ -103,6 +103,10 @@ def _file_again(queue_model: type[Queue], task_id: str, task: dict[str, str | No
             report.indexed.append(task_id)
         return
     key, kind = keys.status_structure(name, status)
+    if status is Status.PENDING:  # in line by its priority, whichever structure that is
+        if scripts.reline(name, task_id):
+            report.relisted.append((task_id, key))
+        return
     if scripts.tidy("relist", task_id, key, kind, status.value, task["eta"] or now):
         report.relisted.append((task_id, key))
 
@@ -148,7 +152,8 @@ def deep_clean(queue_model: type[Queue] = Queue, *, max_attempts: int | None = N
     * a reserved or started task held by a dead listener is taken back (see `light_clean`),
       even with an open lease; one with no lease entry is given an open one (`+inf`) when
       its listener lives, and is taken back when it is not registered;
-    * a list, set or lease entry whose task is gone, or has another status, is dropped;
+    * a list, set or lease entry whose task is gone, or has another status, is dropped, and
+      so is an identifier entry whose task no longer waits with that identifier;
     * a task with a status outside the protocol is left alone and reported.
     """
     now = time.time() if now is None else now
@@ -264,6 +269,11 @@ def _drop_strays(queue_model: type[Queue], name: str, report: CleanReport) -> No
     for key in client.scan_iter(match=keys.reserved_pattern(name), count=1000):
         with report.isolating(key):
             _drop_from(queue_model, key, "list", held, report)
+    identifiers = keys.identifiers(name)
+    with report.isolating(identifiers):
+        for identifier, task_id in client.hscan_iter(identifiers, count=1000):
+            if queue_model.scripts().unmap(name, identifier, task_id):
+                report.dropped.append((identifiers, identifier))
 
 
 def _drop_from(queue_model: type[Queue], key: str, kind: str, statuses: tuple[Status, ...],

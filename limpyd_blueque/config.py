@@ -36,7 +36,7 @@ from .workers import Worker
 
 LOG_FORMAT = "[%(process)d] %(asctime)s (%(name)s) %(levelname)-8s %(message)s"
 #: kinds of setting given on the command line as an import path ("package.module.name")
-IMPORTED_KINDS = ("callable", "model")
+IMPORTED_KINDS = ("callable", "model", "models")
 
 
 def import_string(path: str, what: str) -> Any:
@@ -252,8 +252,12 @@ class WorkerConfig:
                    if name not in self.script_options}
         for setting in SETTINGS:
             if setting.kind in IMPORTED_KINDS and setting.name in options:
-                options[setting.name] = import_string(options[setting.name],
-                                                      setting.name.replace("_", " "))
+                what = setting.name.replace("_", " ")
+                paths = options[setting.name]
+                options[setting.name] = ([import_string(path.strip(), what)
+                                          for path in paths.split(",") if path.strip()]
+                                         if setting.kind == "models"
+                                         else import_string(paths, what))
         options["update_title"] = not self.options.no_title
         return options
 
@@ -268,7 +272,8 @@ class WorkerConfig:
         # every option is checked before the server is contacted
         worker = self.worker_class()(**self.worker_options())
         use_redis(redis_url(self.options))
-        for model in (worker.job_model, worker.queue_model, worker.error_model):
+        for model in (worker.job_model, *worker.job_models, worker.queue_model,
+                      worker.error_model):
             if model.database is not BluequeModel.database:
                 model.use_database(BluequeModel.database)
         return worker

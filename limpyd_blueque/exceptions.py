@@ -73,6 +73,23 @@ class WorkerInterrupted(BaseException):
     """Raised in an in-process task when the worker must stop at once (it is requeued)."""
 
 
+class UnknownJobModel(ConfigurationError):
+    """A task names a job model its worker was not given: it is failed, never run."""
+
+    code = "unknown_model"
+
+
+class Delay(Exception):
+    """Raised by a task's code to run again `seconds` from now (or at `Job.delay`'s
+    request): the task goes back to the scheduled set, with no failure recorded.
+
+    Not an error of the library: control flow between a task and its worker."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"run again in {seconds} seconds")
+        self.seconds = seconds
+
+
 class TaskExists(LimpydBluequeError):
     """A task with this id exists already."""
 

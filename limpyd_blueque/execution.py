@@ -275,7 +275,7 @@ class ForkedRunner(TaskRunner):
         if payload is None:
             return 0  # the worker stops, or replaces this spare
         reservation = Reservation.from_payload(payload)
-        job = worker.job_model.from_reservation(reservation)
+        job = worker.models.job_for(reservation)  # its model, checked by `Worker.prepare`
         slot.append(RunningTask(job, worker.queue(reservation.queue), Origin.FORKED,
                                 pid=os.getpid()))
         side = TaskProcess(worker, self.notices, slot[0], on_recorded=slot.clear)

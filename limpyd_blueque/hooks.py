@@ -14,12 +14,24 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Callable
 
 from .atomic import PassedOver, Reservation
-from .exceptions import InvalidParameters, QuarantinedTask, TaskKilled, WorkerInterrupted
+from .exceptions import (
+    Delay,
+    InvalidParameters,
+    LimpydBluequeError,
+    QuarantinedTask,
+    TaskKilled,
+    UnknownJobModel,
+    WorkerInterrupted,
+)
 from .liveness import listener_id_for
-from .models import Job, Queue
-from .outcomes import OutcomeRecorder, attempt_of, error_text
+from .models import Job, JobModels, Queue
+from .options import seconds
+from .outcomes import OutcomeRecorder, counted_attempts, error_text
 from .settings import WorkerSettings
-from .values import encode, printable
+from .values import encode, is_text, printable
+
+#: errors of a task that cannot run as it is: it is failed, never requeued
+UNRUNNABLE = (InvalidParameters, UnknownJobModel, QuarantinedTask)
 
 if TYPE_CHECKING:
     from .execution import TaskRunner
@@ -32,6 +44,7 @@ class WorkerHooks(WorkerSettings):
     logger: logging.Logger
     runner: TaskRunner
     outcomes: OutcomeRecorder
+    models: JobModels
     num_loops: int
     end_forced: bool
     _broken_logged: dict[str, float]
@@ -55,7 +68,11 @@ class WorkerHooks(WorkerSettings):
             self.listener_id = listener_id_for()
         return self.listener_id
 
-    def log(self, message: str, level: int = logging.INFO, exc_info: bool = False) -> None:
+    def log(self, message: str, level: int | str = logging.INFO, exc_info: bool = False) -> None:
+        """Log `message` with this worker's id; `level` a number or a name ("info")."""
+        if isinstance(level, str):
+            number = logging.getLevelName(level.upper())
+            level = number if isinstance(number, int) else logging.INFO
         self.logger.log(level, "[%s] %s", self.id, message, exc_info=exc_info)
 
     def perform(self, job: Job, queue: Queue) -> bool:
@@ -63,14 +80,44 @@ class WorkerHooks(WorkerSettings):
         self.job_started(job, queue)
         try:
             result = self.execute(job, queue)
+            if job.delay_requested is not None:
+                raise Delay(job.delay_requested)
         except WorkerInterrupted:
             raise
+        except Delay as delay:
+            return self.delay_asked(job, queue, delay)
         except (Exception, SystemExit) as exception:  # noqa: BLE001 - any task failure is recorded
             trace = traceback.format_exc() if self.save_tracebacks else None
             self.job_error(job, queue, exception, trace)
             return False
         self.job_success(job, queue, result)
         return True
+
+    def delay_asked(self, job: Job, queue: Queue, delay: Delay) -> bool:
+        """The task asked to run again later (`Job.delay`, or raising `Delay`): see
+        `job_delayed`. A delay that is not a number of seconds fails the task instead."""
+        try:
+            job.delay_requested = seconds("delay", delay.seconds)
+        except LimpydBluequeError as error:
+            self.job_error(job, queue, error, None)
+            return False
+        self.job_delayed(job, queue)
+        return False
+
+    def prepare(self, job: Job, queue: Queue) -> Job | None:
+        """The task as the job model it names (see `JobModels`), before it runs; None when
+        it cannot run as it is (its parameters are not text, or it names a model this
+        worker was not given): it is then failed, with an error naming the problem."""
+        try:
+            if not is_text(job.known.get("parameters")):
+                raise InvalidParameters("task parameters are not valid UTF-8 text: the task "
+                                        "cannot be decoded")
+            assert job.task is not None, "a reserved job comes from its reservation"
+            model = self.models.model_for(job.task)
+        except (InvalidParameters, UnknownJobModel) as error:
+            self.job_error(job, queue, error)
+            return None
+        return job if type(job) is model else model.from_reservation(job.task)
 
     def execute(self, job: Job, queue: Queue) -> Any:
         """Do the work: the `callback` if set, else the job's `run` method."""
@@ -163,7 +210,8 @@ class WorkerHooks(WorkerSettings):
     def job_error(self, job: Job, queue: Queue, exception: BaseException,
                   trace: str | None = None) -> None:
         """Record a failure: requeue or fail the task, store an `Error`, log, `on_error`."""
-        requeued = self.must_requeue(job, attempt_of(job))
+        requeued = (not isinstance(exception, UNRUNNABLE)
+                     and self.must_requeue(job, counted_attempts(job)))
         text = error_text(exception)
         if requeued:
             done = self.outcomes.requeue(job, text, delay=self.requeue_delay_delta,
@@ -184,7 +232,8 @@ class WorkerHooks(WorkerSettings):
             self.job_requeued(job, queue)
 
     def must_requeue(self, job: Job, attempt: int | None) -> bool:
-        """True when a failed task goes back in line (see `requeue_times`)."""
+        """True when a failed task goes back in line (see `requeue_times`); `attempt`
+        counts its failed attempts, this one included (not the delays it asked for)."""
         if self.requeue_times <= 0 or job.must_be_cancelled_on_error:
             return False
         return (attempt or 1) <= self.requeue_times
@@ -193,6 +242,18 @@ class WorkerHooks(WorkerSettings):
         """The failed task is back in line: log, then `on_requeued`."""
         self.log(self.job_requeued_message(job, queue), logging.WARNING)
         job.on_requeued(queue)
+
+    def job_delayed(self, job: Job, queue: Queue) -> None:
+        """The task asked to run again `job.delay_requested` seconds from now: back to the
+        scheduled set (not a failure, no retry used), log, then `on_delayed`; a task no
+        longer held by this worker is skipped."""
+        if not self.outcomes.delay(job, job.delay_requested or 0.0):
+            self.job_skipped(job, queue)
+            return
+        self.runner.recorded(job)
+        if self.logger.isEnabledFor(logging.INFO):
+            self.log(self.job_delayed_message(job, queue))
+        job.on_delayed(queue)
 
     def job_skipped(self, job: Job, queue: Queue) -> None:
         """A task taken but not run (not pending, or lost to another attempt): log, `on_skipped`."""
@@ -233,6 +294,9 @@ class WorkerHooks(WorkerSettings):
 
     def job_requeued_message(self, job: Job, queue: Queue) -> str:
         return f"{self._tag(job, queue)} requeued in {self.requeue_delay_delta}s"
+
+    def job_delayed_message(self, job: Job, queue: Queue) -> str:
+        return f"{self._tag(job, queue)} delayed by {job.delay_requested:g}s at its request"
 
     def job_skipped_message(self, job: Job, queue: Queue) -> str:
         return f"{self._tag(job, queue)} skipped: no longer held by this worker"

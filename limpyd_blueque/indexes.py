@@ -26,11 +26,11 @@ T = TypeVar("T")
 def status_sources(keys: KeySpace, queue: str, status: str) -> list[tuple[str, str, str]]:
     """The `(key, kind, status)` sources holding the tasks of `queue` with `status`.
 
-    Read from `keys.STATUS_STRUCTURES`: reserved tasks through the lease set, started
-    ones through the started set. `ValueError` for a status outside the protocol.
+    Read from `keys.STATUS_STRUCTURES`: pending tasks from the Blueque list and the
+    prioritized sorted set, reserved tasks through the lease set, started ones through
+    the started set. `ValueError` for a status outside the protocol.
     """
-    key, kind = keys.status_structure(queue, status)
-    return [(key, kind, Status(status).value)]
+    return [(key, kind, Status(status).value) for key, kind in keys.structures_of(queue, status)]
 
 
 class TaskModel(Protocol):

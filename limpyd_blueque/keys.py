@@ -31,18 +31,22 @@ DEFAULT_PREFIX = "blueque"
 #: listener's reserved list also holds its own held tasks: see `KeySpace.reserved`.)
 HELD_STRUCTURE: tuple[str, str] = ("leases", "zset")
 
-#: Where the tasks of each status are listed, per queue: `(KeySpace method, kind)`. Reserved
-#: tasks are listed through the lease sorted set (`HELD_STRUCTURE`, which also holds the
-#: started ones); started tasks through the started set. Collection filtering reads each
-#: status here; `KeySpace.status_structures` gives the reverse view (each structure with
-#: every status its entries may have).
-STATUS_STRUCTURES: dict[Status, tuple[str, str]] = {
-    Status.SCHEDULED: ("scheduled", "zset"),
-    Status.PENDING: ("pending", "list"),
-    Status.RESERVED: HELD_STRUCTURE,
-    Status.STARTED: ("started", "started"),
-    Status.COMPLETE: ("complete", "list"),
-    Status.FAILED: ("failed", "list"),
+#: Where the tasks of each status are listed, per queue: `(KeySpace method, kind)` of each
+#: structure, the first being where the status files a task. Pending tasks of priority 0
+#: are in the Blueque pending list (every Blueque worker runs them); pending tasks of
+#: another priority in the prioritized sorted set (only this library's workers run them).
+#: Reserved tasks are listed through the lease sorted set (`HELD_STRUCTURE`, which also
+#: holds the started ones); started tasks through the started set. Collection filtering
+#: reads each status here; `KeySpace.status_structures` gives the reverse view (each
+#: structure with every status its entries may have).
+STATUS_STRUCTURES: dict[Status, tuple[tuple[str, str], ...]] = {
+    Status.SCHEDULED: (("scheduled", "zset"),),
+    Status.PENDING: (("pending", "list"), ("prioritized", "zset")),
+    Status.RESERVED: (HELD_STRUCTURE,),
+    Status.STARTED: (("started", "started"),),
+    Status.COMPLETE: (("complete", "list"),),
+    Status.FAILED: (("failed", "list"),),
+    Status.CANCELED: (("canceled", "list"),),
 }
 
 # Queue names end up inside keys and inside `SCAN` patterns, so they are limited to
@@ -122,7 +126,7 @@ class KeySpace:
         return self._wire("failed_tasks", queue)
 
     def finished(self, queue: str, status: str) -> str:
-        """The complete or failed list, by status name (`ValueError` for another status)."""
+        """The list of a finished status (`ValueError` for another status)."""
         if Status(status) not in FINISHED:
             raise ValueError(f"{status!r} is not a finished status")
         return self.status_structure(queue, status)[0]
@@ -154,11 +158,16 @@ class KeySpace:
         return getattr(self, method)(queue), kind
 
     def status_structure(self, queue: str, status: Status | str) -> tuple[str, str]:
-        """`(key, kind)` of the structure listing the tasks of `queue` that have `status`.
+        """`(key, kind)` of the structure where `status` files the tasks of `queue`.
 
         Raises `ValueError` for a status outside the protocol.
         """
-        return self._structure(queue, STATUS_STRUCTURES[Status(status)])
+        return self._structure(queue, STATUS_STRUCTURES[Status(status)][0])
+
+    def structures_of(self, queue: str, status: Status | str) -> list[tuple[str, str]]:
+        """`(key, kind)` of every structure listing the tasks of `queue` with `status`."""
+        return [self._structure(queue, structure)
+                for structure in STATUS_STRUCTURES[Status(status)]]
 
     def held_structure(self, queue: str) -> tuple[str, str]:
         """`(key, kind)` of the structure holding every held task of `queue`: its lease set."""
@@ -173,8 +182,9 @@ class KeySpace:
         found with `reserved_pattern`).
         """
         statuses: dict[tuple[str, str], set[Status]] = {}
-        for status, structure in STATUS_STRUCTURES.items():
-            statuses.setdefault(structure, set()).add(status)
+        for status, structures in STATUS_STRUCTURES.items():
+            for structure in structures:
+                statuses.setdefault(structure, set()).add(status)
         statuses[HELD_STRUCTURE] |= RUNNING
         return [(*self._structure(queue, structure), tuple(s for s in ALL if s in found))
                 for structure, found in statuses.items()]
@@ -190,6 +200,31 @@ class KeySpace:
         client that does not renew leases, such as the reference package).
         """
         return self._own("leases", queue)
+
+    def prioritized(self, queue: str) -> str:
+        """Sorted set of the pending tasks of a priority other than 0.
+
+        Each score is `-priority * 2**32 + rank`: the lowest score is the highest
+        priority, first in line within it (`rank` grows as tasks join the end of their
+        priority, and falls for a task put at its front). See `lua/_line.lua`.
+        """
+        return self._own("prioritized", queue)
+
+    def identifiers(self, queue: str) -> str:
+        """Hash of the waiting tasks of a queue that have an identifier: identifier -> id."""
+        return self._own("identifiers", queue)
+
+    def canceled(self, queue: str) -> str:
+        """List of canceled task ids, newest first."""
+        return self._own("canceled", queue)
+
+    def periodic(self, queue: str) -> str:
+        """Hash of the periodic tasks declared on a queue: name -> definition (JSON)."""
+        return self._own("periodic", queue)
+
+    def periodic_due(self, queue: str) -> str:
+        """Sorted set of the periodic tasks of a queue, scored by their next tick."""
+        return self._own("periodic_due", queue)
 
     def queue_settings(self, queue: str) -> str:
         """Hash of a queue's settings: default `ttr`, `max_run_time`, `max_attempts`."""

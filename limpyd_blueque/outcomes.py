@@ -68,12 +68,20 @@ class OutcomeRecorder:
         return self.record(job, lambda: job.fail(
             text, listener_id=self.holder(job), attempt=attempt_of(job)), "failed")
 
-    def requeue(self, job: Job, text: str, *, delay: float, priority_delta: float) -> bool:
+    def requeue(self, job: Job, text: str, *, delay: float, priority_delta: int) -> bool:
         """Store the error `text` and put the task back in line, `delay` seconds from now."""
         status = "scheduled" if delay else "pending"
         return self.record(job, lambda: job.requeue(
             listener_id=self.holder(job), attempt=attempt_of(job), error=text, delay=delay,
             priority_delta=priority_delta or None), status)
+
+    def delay(self, job: Job, delay: float) -> bool:
+        """Put the task back to run `delay` seconds from now, this attempt not counted as a
+        failure (the task asked for it)."""
+        status = "scheduled" if delay else "pending"
+        return self.record(job, lambda: job.requeue(
+            listener_id=self.holder(job), attempt=attempt_of(job), delay=delay,
+            uncounted=True), status)
 
     def holder(self, job: Job) -> str:
         """The listener the steps act for: the task's node when known (an adopted task is
@@ -89,6 +97,12 @@ class OutcomeRecorder:
 def attempt_of(job: Job) -> int | None:
     """The attempt holding the task, read from its reservation (None when unknown)."""
     return (job.task.attempt or None) if job.task is not None else None
+
+
+def counted_attempts(job: Job) -> int | None:
+    """The attempts of the task that count toward its retries, this one included (None
+    when unknown): see `Reservation.counted_attempts`."""
+    return (job.task.counted_attempts or None) if job.task is not None else None
 
 
 def error_text(exception: BaseException) -> str:

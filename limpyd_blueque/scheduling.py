@@ -1,4 +1,5 @@
-"""Moving due scheduled tasks to pending, as every worker does for its queues."""
+"""Moving due scheduled tasks to pending, and ticking due periodic tasks, as every worker does
+for its queues."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import time
 from typing import TYPE_CHECKING, Callable
 
 from .exceptions import ProtocolError
+from .periodic import tick_due
 
 if TYPE_CHECKING:
     from .models import Queue
@@ -17,7 +19,8 @@ DUE_CHUNK = 1000
 
 
 class DueTasks:
-    """Every `interval` seconds, moves the due scheduled tasks of some queues to pending."""
+    """Every `interval` seconds, moves the due scheduled tasks of some queues to pending,
+    then enqueues the due ticks of their periodic tasks."""
 
     def __init__(self, queues: list[Queue], interval: float,
                  log: Callable[..., None] | None = None) -> None:
@@ -27,7 +30,8 @@ class DueTasks:
         self.next_due = 0.0  # time.monotonic() of the next move
 
     def move(self) -> int:
-        """Move the due tasks if it is time; the number moved."""
+        """Move the due tasks and tick the due periodic tasks if it is time; the number of
+        tasks moved or enqueued."""
         now = time.monotonic()
         if now < self.next_due:
             return 0
@@ -35,7 +39,18 @@ class DueTasks:
         total = 0
         for queue in self.queues:
             total += self._move(queue)
+        for queue in self.queues:
+            total += self._tick(queue)
         return total
+
+    def _tick(self, queue: Queue) -> int:
+        """Tick one queue's due periodic tasks; a queue whose periodic keys are broken is
+        logged and skipped."""
+        try:
+            return tick_due(queue.scripts(), queue.pk.get(), self.log)
+        except ProtocolError as error:
+            self.log(f"[{queue.pk.get()}] periodic tasks not ticked: {error}", logging.ERROR)
+            return 0
 
     def _move(self, queue: Queue) -> int:
         """Move one queue's due tasks; a queue whose keys are broken is logged and skipped."""

@@ -18,6 +18,7 @@ from typing import Any, ClassVar, Generic, TypeVar, cast
 from .exceptions import ConfigurationError
 from .keys import check_listener_id, check_queue_name
 from .models import Error, Job, Queue
+from .options import MAX_PRIORITY
 from .values import MAX_COUNT, MAX_SECONDS, number_problem
 
 T = TypeVar("T")
@@ -59,8 +60,9 @@ class Setting(Generic[T]):
                  validator: Callable[[str], str] | None = None) -> None:
         if kind not in KINDS:
             raise ValueError(f"unknown setting kind {kind!r}: expected one of {', '.join(KINDS)}")
-        if (kind == "model") != (base is not None) or (kind == "choice") != bool(choices):
-            raise ValueError("a 'model' setting needs a base, a 'choice' setting choices")
+        if (kind in ("model", "models")) != (base is not None) or (
+                kind == "choice") != bool(choices):
+            raise ValueError("a 'model(s)' setting needs a base, a 'choice' setting choices")
         self.kind = kind
         self.default = default
         self.help = help
@@ -191,6 +193,17 @@ def _check_level(setting: Setting[Any], value: object) -> object:
     return level
 
 
+def _check_models(setting: Setting[Any], value: object) -> object:
+    """A sequence of subclasses of the setting's base -> a tuple of them (maybe empty)."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise setting.refuse(f"must be a list of {setting.base.__name__ if setting.base else ''} "
+                             "subclasses", value)
+    models = tuple(value)
+    for model in models:
+        _check_model(setting, model)
+    return models
+
+
 def _check_model(setting: Setting[Any], value: object) -> object:
     assert setting.base is not None  # ensured by Setting.__init__
     if not (isinstance(value, type) and issubclass(value, setting.base)):
@@ -202,7 +215,7 @@ def _check_model(setting: Setting[Any], value: object) -> object:
 KINDS: dict[str, Callable[[Setting[Any], object], Any]] = {
     "int": _check_number, "float": _check_number, "bool": _check_bool, "str": _check_str,
     "choice": _check_choice, "queues": _check_queues, "callable": _check_callable,
-    "level": _check_level, "model": _check_model,
+    "level": _check_level, "model": _check_model, "models": _check_models,
 }
 
 
@@ -222,8 +235,12 @@ class WorkerSettings:
     callback: Setting[Callable[[Job, Queue], Any] | None] = Setting(
         "callable", None, "function(job, queue) doing the work", optional=True,
         default_text="Job.run")
-    job_model: Setting[type[Job]] = Setting("model", Job, "the Job subclass of the tasks",
-                                            base=Job)
+    job_model: Setting[type[Job]] = Setting(
+        "model", Job, "the Job subclass of the tasks that name no model", base=Job)
+    #: a task whose `model` field names a class not given here is failed, never imported
+    job_models: Setting[Sequence[type[Job]]] = Setting(
+        "models", (), "the other Job subclasses its tasks may name, comma separated",
+        base=Job, default_text="none")
     queue_model: Setting[type[Queue]] = Setting("model", Queue, "the Queue subclass", base=Queue)
     error_model: Setting[type[Error]] = Setting("model", Error, "the Error subclass", base=Error)
     logger_name: Setting[str] = Setting("str", LOGGER_NAME, "logger of the worker")
@@ -254,8 +271,9 @@ class WorkerSettings:
         "int", 0, "times a failed task goes back in line", minimum=0)
     requeue_delay_delta: Setting[float] = Setting(
         "float", 30, "seconds before a failed task is retried", minimum=0)
-    requeue_priority_delta: Setting[float] = Setting(
-        "float", -1, "priority change of a retried task", minimum=-MAX_SECONDS)
+    requeue_priority_delta: Setting[int] = Setting(
+        "int", -1, "priority change of a retried task", minimum=-2 * MAX_PRIORITY,
+        maximum=2 * MAX_PRIORITY)
     concurrency: Setting[int] = Setting(
         "int", 1, "tasks run at once, each in its own process", minimum=1)
     fork: Setting[bool] = Setting(

@@ -6,7 +6,11 @@ from enum import Enum
 
 
 class Status(str, Enum):
-    """The life of a task: scheduled -> pending -> reserved -> started -> complete | failed."""
+    """The life of a task: scheduled -> pending -> reserved -> started -> complete | failed.
+
+    `canceled` is this library's addition: a waiting task taken out of line by
+    `Job.cancel`. Other Blueque clients never write it, and see it as a finished task.
+    """
 
     SCHEDULED = "scheduled"
     PENDING = "pending"
@@ -14,6 +18,7 @@ class Status(str, Enum):
     STARTED = "started"
     COMPLETE = "complete"
     FAILED = "failed"
+    CANCELED = "canceled"
 
     def __str__(self) -> str:
         return self.value
@@ -21,8 +26,11 @@ class Status(str, Enum):
 
 #: Statuses of a task that a listener holds.
 RUNNING = frozenset({Status.RESERVED, Status.STARTED})
-#: Statuses after which a task never changes again (it may only be deleted).
-FINISHED = frozenset({Status.COMPLETE, Status.FAILED})
+#: Statuses of a task waiting for its turn.
+WAITING = frozenset({Status.SCHEDULED, Status.PENDING})
+#: Statuses after which a task does not run again by itself (it may be deleted, or put
+#: back in line by a requeue).
+FINISHED = frozenset({Status.COMPLETE, Status.FAILED, Status.CANCELED})
 ALL = tuple(Status)
 #: The status values, to check a stored `status` field without raising.
 VALUES = frozenset(status.value for status in Status)

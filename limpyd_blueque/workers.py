@@ -20,7 +20,6 @@ from .atomic import PassedOver
 from .connection import private_client, safety_warnings
 from .exceptions import (
     ConfigurationError,
-    InvalidParameters,
     LimpydBluequeError,
     ProtocolError,
     RedisUnavailable,
@@ -30,13 +29,13 @@ from .exceptions import (
 from .execution import ForkedRunner, InProcessRunner, TaskRunner
 from .hooks import WorkerHooks
 from .leases import LeaseKeeper, Terms
-from .models import Job, Queue
+from .models import Job, JobModels, Queue
 from .outcomes import OutcomeRecorder
 from .processes import WakeUps
 from .recovery import Recovery
 from .running import RunningTask, RunningTasks
 from .scheduling import DueTasks
-from .values import is_text, printable
+from .values import printable
 
 
 class Worker(WorkerHooks):
@@ -65,6 +64,7 @@ class Worker(WorkerHooks):
         self.end_date: datetime | None = None
         self.tasks = RunningTasks()
         self.runner: TaskRunner = self.make_runner()
+        self.models = JobModels(self.job_model, self.job_models)
         self.outcomes = OutcomeRecorder(self.id, retry_timeout=self.outcome_retry_timeout,
                                         log=self.log)
         self.keeper: LeaseKeeper | None = None
@@ -324,10 +324,10 @@ class Worker(WorkerHooks):
     # -- running a task ----------------------------------------------------------------------------
     def launch(self, job: Job, queue: Queue) -> None:
         """Hand a reserved task to the runner (a task process of its own, or here)."""
-        if not is_text(job.known.get("parameters")):
-            self.job_error(job, queue, InvalidParameters(
-                "task parameters are not valid UTF-8 text: the task cannot be decoded"))
+        prepared = self.prepare(job, queue)
+        if prepared is None:
             return
+        job = prepared
         if job.task is not None and job.task.ttr and self.keeper is not None:
             self.keeper.nudge(job.task.ttr)  # a short lease: its own cadence from now
         self.runner.launch(job, queue)

@@ -8,7 +8,7 @@ import os
 import signal
 import time
 
-from limpyd_blueque import Job
+from limpyd_blueque import Delay, Job
 
 EVENTS = "test:events"
 
@@ -100,3 +100,34 @@ class FragileHookJob(RecordingJob):
     def on_error(self, queue, exception, trace):
         record(self, "on_error")
         raise RuntimeError("the hook failed too")
+
+
+class DelayingJob(RecordingJob):
+    """Asks to run again later on its first runs: {"delays": n, "wait": s, "raise": bool}."""
+
+    def run(self, queue):
+        params = self.params()
+        runs = record_run(self)
+        if runs <= params.get("delays", 1):
+            if params.get("raise"):
+                raise Delay(params.get("wait", 0.2))
+            self.delay(params.get("wait", 0.2))
+            return "ignored"
+        return {"runs": runs}
+
+    def on_delayed(self, queue):
+        record(self, "on_delayed")
+
+
+class OtherJob(RecordingJob):
+    """A second model sharing a queue with RecordingJob."""
+
+    def run(self, queue):
+        record(self, "other", model=type(self).__name__)
+        return "other"
+
+
+def record_run(job):
+    """Record a run of `job`; how many runs it had, this one included."""
+    record(job, "run", attempt=job.known.get("attempt"))
+    return sum(1 for entry in events(job.client(), job.pk.get()) if entry["event"] == "run")

@@ -30,6 +30,7 @@ def test_every_option_reaches_the_worker(redis_url):
         redis_url, "--queues=a,b", "--callback=jobs.callback",
         "--worker-class=limpyd_blueque.Worker",
         "--job-model=jobs.RecordingJob", "--queue-model=limpyd_blueque.Queue",
+        "--job-models=jobs.FragileHookJob,jobs.DelayingJob",
         "--error-model=limpyd_blueque.Error", "--concurrency=3", "--fork", "--max-loops=7",
         "--max-duration=99.5", "--timeout=4", "--no-terminate-gracefully",
         "--on-terminate=detach", "--terminate-timeout=12", "--no-save-errors",
@@ -43,13 +44,14 @@ def test_every_option_reaches_the_worker(redis_url):
     assert options["queues"] == "['a', 'b']"
     assert options["callback"].startswith("<function callback")
     assert options["job_model"] == "<class 'jobs.RecordingJob'>"
+    assert options["job_models"] == "(<class 'jobs.FragileHookJob'>, <class 'jobs.DelayingJob'>)"
     assert options["queue_model"] == repr(Queue)
     assert options["error_model"] == repr(Error)
     expected = {
         "concurrency": "3", "fork": "True", "max_loops": "7", "max_duration": "99.5",
         "timeout": "4.0", "terminate_gracefully": "False", "on_terminate": "'detach'",
         "terminate_timeout": "12.0", "save_errors": "False", "save_tracebacks": "False",
-        "requeue_times": "2", "requeue_delay_delta": "15.0", "requeue_priority_delta": "-3.0",
+        "requeue_times": "2", "requeue_delay_delta": "15.0", "requeue_priority_delta": "-3",
         "ttr": "120.0", "heartbeat_interval": "10.0", "schedule_interval": "2.0",
         "max_attempts": "9", "max_run_time": "3600.0", "clean_interval": "5.0",
         "outcome_retry_timeout": "20.0",

@@ -67,16 +67,19 @@ def test_every_field_and_key_this_library_adds_is_documented():
         assert f"``{field}``" in doc, field
     k = KeySpace()
     for key in (k.leases("<queue>"), k.wake_channel("<queue>"), k.queue_settings("<queue>"),
-                k.workers, k.temporary("<random>")):
+                k.workers, k.temporary("<random>"), k.prioritized("<queue>"),
+                k.identifiers("<queue>"), k.canceled("<queue>"), k.periodic("<queue>"),
+                k.periodic_due("<queue>")):
         assert f"``{key}``" in doc, key
 
 
-def test_every_status_is_filed_in_exactly_one_structure_of_the_table():
+def test_every_status_is_filed_in_the_structures_of_the_table():
     from limpyd_blueque.keys import HELD_STRUCTURE, STATUS_STRUCTURES
     from limpyd_blueque.statuses import RUNNING, Status
 
     assert set(STATUS_STRUCTURES) == set(Status)
-    assert {kind for _, kind in STATUS_STRUCTURES.values()} <= {"list", "zset", "started"}
+    assert {kind for structures in STATUS_STRUCTURES.values()
+            for _, kind in structures} <= {"list", "zset", "started"}
     k = KeySpace()
     assert k.status_structure("q", "scheduled") == ("blueque_scheduled_tasks_q", "zset")
     assert k.status_structure("q", Status.PENDING) == ("blueque_pending_tasks_q", "list")
@@ -84,15 +87,21 @@ def test_every_status_is_filed_in_exactly_one_structure_of_the_table():
     assert k.status_structure("q", "started") == ("blueque_started_tasks_q", "started")
     assert k.status_structure("q", "complete") == ("blueque_complete_tasks_q", "list")
     assert k.status_structure("q", "failed") == ("blueque_failed_tasks_q", "list")
+    assert k.status_structure("q", "canceled") == ("blueque:canceled:q", "list")
+    # pending tasks: priority 0 in the Blueque list, the others in the prioritized set
+    assert k.structures_of("q", "pending") == [("blueque_pending_tasks_q", "list"),
+                                               ("blueque:prioritized:q", "zset")]
     assert k.held_structure("q") == k.status_structure("q", "reserved")
-    assert STATUS_STRUCTURES[Status.RESERVED] == HELD_STRUCTURE
+    assert STATUS_STRUCTURES[Status.RESERVED] == (HELD_STRUCTURE,)
     with pytest.raises(ValueError):
         k.status_structure("q", "paused")
     with pytest.raises(ValueError):
         k.finished("q", "pending")
     # the reverse view: each structure once, with every status its entries may have
     reverse = {key: statuses for key, _, statuses in k.status_structures("q")}
-    assert len(reverse) == len(set(STATUS_STRUCTURES.values()))
+    assert len(reverse) == len({structure for structures in STATUS_STRUCTURES.values()
+                                for structure in structures})
     assert set(reverse["blueque:leases:q"]) == set(RUNNING)
     assert reverse["blueque_started_tasks_q"] == (Status.STARTED,)
     assert reverse["blueque_pending_tasks_q"] == (Status.PENDING,)
+    assert reverse["blueque:prioritized:q"] == (Status.PENDING,)

@@ -21,6 +21,7 @@ SAMPLES = {
     "int": ("7", 7), "float": ("2.5", 2.5), "queues": ("a,b", "a,b"), "str": ("x", "x"),
     "level": ("DEBUG", "DEBUG"), "callable": ("jobs.callback", "jobs.callback"),
     "model": ("jobs.RecordingJob", "jobs.RecordingJob"),
+    "models": ("jobs.RecordingJob,jobs.OtherJob", "jobs.RecordingJob,jobs.OtherJob"),
 }
 
 
@@ -248,7 +249,7 @@ def test_the_table_order_is_the_parameters_order():
     assert WorkerSettings.parameters == tuple(setting.name for setting in SETTINGS)
     assert WorkerSettings.parameters[:3] == ("queues", "callback", "job_model")
     assert WorkerSettings.parameters[-1] == "update_title"
-    assert len(set(WorkerSettings.parameters)) == len(SETTINGS) == 31
+    assert len(set(WorkerSettings.parameters)) == len(SETTINGS) == 32
 
 
 def test_configure_settings_checks_and_normalizes_every_setting():

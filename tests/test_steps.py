@@ -209,7 +209,7 @@ def test_delete_finished_task_removes_hash_and_list_entry(queue, conn):
 def test_deleting_an_unfinished_task_is_refused_and_changes_nothing(queue, conn):
     job = queue.enqueue("x")
     before = conn.hgetall(job.key)
-    with pytest.raises(InvalidTransition, match="only a complete or failed task"):
+    with pytest.raises(InvalidTransition, match="only a complete, failed or canceled task"):
         job.delete()
     assert conn.hgetall(job.key) == before
     assert conn.llen("blueque_pending_tasks_jobs") == 1

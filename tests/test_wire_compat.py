@@ -811,3 +811,38 @@ def test_parameters_that_are_not_text_are_stored_as_json_where_blueque_refuses_t
     assert conn.keys("*") == []
     task = limpyd_client.get_queue(QUEUE).enqueue({"video": "a.mp4"})
     assert driver.get_task(task)["parameters"] == '{"video":"a.mp4"}'
+
+
+def test_priority_0_tasks_are_shared_and_other_priorities_run_only_on_limpyd_blueque(
+        driver: Reference, database, conn):
+    """A task of priority 0 (the default) waits in the Blueque pending list, where the
+    reference takes it; a task of another priority waits in this library's prioritized
+    set, which the reference never reads. limpyd-blueque's reserve takes the highest
+    priority first, the reference's tasks counting as priority 0."""
+    queue = Queue.named(QUEUE)
+    ours = queue.enqueue(PARAMETERS)
+    urgent = queue.enqueue(PARAMETERS, priority=5)
+    background = queue.enqueue(PARAMETERS, priority=-1)
+    theirs = driver.enqueue(QUEUE, PARAMETERS)
+    assert driver.listen(QUEUE).task["id"] == ours.task_id
+    assert driver.get_task(ours.task_id)["status"] == "reserved"
+    listener = listener_id_for()
+    assert queue.reserve(listener).task_id == urgent.task_id
+    assert queue.reserve(listener).task_id == theirs
+    assert driver.listen(QUEUE).task is None  # the priority -1 task is not in its list
+    assert queue.reserve(listener).task_id == background.task_id
+    assert driver.get_task(background.task_id)["status"] == "reserved"
+
+
+def test_a_task_scheduled_with_a_priority_joins_its_priority_when_limpyd_blueque_moves_it(
+        driver: Reference, database, conn):
+    """Due tasks moved by limpyd-blueque's workers join the line of their priority; the
+    reference's own `enqueue_due_tasks` would push them to the shared priority-0 list
+    (documented in docs/compatibility.rst)."""
+    queue = Queue.named(QUEUE)
+    job = queue.enqueue(PARAMETERS, priority=3, eta=time.time() + DUE_IN)
+    time.sleep(DUE_IN + 0.05)
+    assert queue.enqueue_due() == [job.task_id]
+    assert conn.llen(f"blueque_pending_tasks_{QUEUE}") == 0
+    assert driver.listen(QUEUE).task is None
+    assert queue.reserve(listener_id_for()).task_id == job.task_id

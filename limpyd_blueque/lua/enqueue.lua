@@ -1,29 +1,90 @@
--- Blueque "Submission", for one task or many, in one atomic step.
+-- Blueque "Submission" and "Schedule Task", for one task or many, in one atomic step, with
+-- this library's options: priority, eta, front of the line, identifier, extra fields.
 -- KEYS[1]  blueque_queues
 -- KEYS[2]  blueque_pending_tasks_<queue>
--- KEYS[3..] blueque_task_<id>, one per task, in the order of the ids in ARGV
--- ARGV[1]  queue name
--- ARGV[2]  now (float seconds)
--- ARGV[3]  wake-up channel of the queue
--- ARGV[4..] pairs: task id, parameters
--- Returns the number of tasks created. Refuses the whole call if a task id exists.
-local queue, now, channel = ARGV[1], ARGV[2], ARGV[3]
-local refused = refuse_misfit({{KEYS[2], 'list'}})
+-- KEYS[3]  <prefix>:prioritized:<queue>
+-- KEYS[4]  blueque_scheduled_tasks_<queue>
+-- KEYS[5]  <prefix>:identifiers:<queue>
+-- KEYS[6..] blueque_task_<id>, one per task, in the order of the tasks in ARGV
+-- ARGV[1]  queue name, ARGV[2] now (float seconds), ARGV[3] wake-up channel of the queue,
+-- ARGV[4]  key prefix of task hashes (to read the task an identifier maps to)
+-- then per task: id, parameters, priority (a whole number), eta ('': pending now),
+--   front ('1': at the front of its priority), identifier ('': none), the number N of
+--   extra fields, then N pairs: field, value
+-- A task whose identifier maps to a waiting task of the queue is not created: that task
+-- is returned instead, its priority raised to the new one if higher, and moved to the
+-- front of its priority if asked (when pending).
+-- Returns, per task: the id of its task, 1 when created (0: an existing one). Refuses the
+-- whole call, writing nothing, if a task id exists or a key holds another type.
+local queue, now, channel, prefix = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local refused = refuse_misfit({{KEYS[2], 'list'}, {KEYS[3], 'zset'}, {KEYS[4], 'zset'},
+    {KEYS[5], 'hash'}})
 if refused then return refused end
-local count = #KEYS - 2
-for i = 1, count do
-    if redis.call('EXISTS', KEYS[i + 2]) == 1 then
-        return redis.error_reply('TASKEXISTS ' .. ARGV[2 + 2 * i])
+local tasks, cursor = {}, 5
+for i = 1, #KEYS - 5 do
+    local task = {key = KEYS[5 + i], id = ARGV[cursor], parameters = ARGV[cursor + 1],
+        priority = tonumber(ARGV[cursor + 2]), eta = ARGV[cursor + 3],
+        front = ARGV[cursor + 4] == '1', identifier = ARGV[cursor + 5], extra = {}}
+    local count = tonumber(ARGV[cursor + 6])
+    for j = 1, 2 * count do task.extra[j] = ARGV[cursor + 6 + j] end
+    cursor = cursor + 7 + 2 * count
+    if redis.call('EXISTS', task.key) == 1 then
+        return redis.error_reply('TASKEXISTS ' .. task.id)
     end
+    tasks[i] = task
 end
-for i = 1, count do
-    redis.call('HSET', KEYS[i + 2], 'status', 'pending', 'queue', queue,
-        'parameters', ARGV[3 + 2 * i], 'created', now, 'updated', now)
+
+-- an identifier of a waiting task: that task, its priority raised, maybe moved ahead
+local function join(task, existing)
+    local key = prefix .. existing
+    local status = redis.call('HGET', key, 'status')
+    local priority = priority_of(key)
+    local moved = task.priority > priority
+    if moved then
+        redis.call('HSET', key, 'priority', task.priority, 'updated', now)
+        priority = task.priority
+    end
+    if status == 'pending' and (moved or task.front) then
+        line_remove(KEYS[2], KEYS[3], existing)
+        line_push(KEYS[2], KEYS[3], existing, priority, task.front)
+        return 1
+    end
+    return 0
+end
+
+local out, woken = {}, 0
+for _, task in ipairs(tasks) do
+    local existing = nil
+    if task.identifier ~= '' then
+        existing = identified(KEYS[5], prefix, task.identifier, queue)
+    end
+    if existing then
+        woken = woken + join(task, existing)
+        out[#out + 1] = existing
+        out[#out + 1] = 0
+    else
+        local status = 'pending'
+        if task.eta ~= '' then status = 'scheduled' end
+        redis.call('HSET', task.key, 'status', status, 'queue', queue,
+            'parameters', task.parameters, 'created', now, 'updated', now)
+        if task.eta ~= '' then redis.call('HSET', task.key, 'eta', task.eta) end
+        if task.priority ~= 0 then redis.call('HSET', task.key, 'priority', task.priority) end
+        if task.identifier ~= '' then
+            redis.call('HSET', task.key, 'identifier', task.identifier)
+            redis.call('HSET', KEYS[5], task.identifier, task.id)
+        end
+        if #task.extra > 0 then redis.call('HSET', task.key, unpack(task.extra)) end
+        if task.eta ~= '' then
+            redis.call('ZADD', KEYS[4], task.eta, task.id)
+        else
+            line_push(KEYS[2], KEYS[3], task.id, task.priority, task.front)
+            woken = woken + 1
+        end
+        out[#out + 1] = task.id
+        out[#out + 1] = 1
+    end
 end
 -- a queue index of another type is left alone: the tasks are made all the same
 if not misfit({{KEYS[1], 'zset'}}) then redis.call('ZINCRBY', KEYS[1], 0, queue) end
-for i = 1, count do
-    redis.call('LPUSH', KEYS[2], ARGV[2 + 2 * i])
-end
-redis.call('PUBLISH', channel, count)
-return count
+if woken > 0 then redis.call('PUBLISH', channel, woken) end
+return out

@@ -1,14 +1,16 @@
 -- Blueque "Enqueue Scheduled Tasks": move the due scheduled tasks of a queue to pending.
 -- KEYS[1] blueque_scheduled_tasks_<queue>
 -- KEYS[2] blueque_pending_tasks_<queue>
+-- KEYS[3] <prefix>:prioritized:<queue>
 -- ARGV[1] now, ARGV[2] key prefix of task hashes, ARGV[3] wake-up channel,
 -- ARGV[4] most tasks to move (0: all)
 -- Task hash keys are the prefix plus an id read here: the ids are only known inside.
+-- Each task joins the back of the line of its priority (see _line.lua).
 -- Returns {the ids moved, in the order they were pushed; the ids removed from the schedule
 -- without being pushed: their key holds no task hash (gone, or another type), or a task
 -- that is not scheduled (a stray entry: a finished task never runs again)}.
--- A schedule or pending list of another type refuses the step (BADKEY).
-local refused = refuse_misfit({{KEYS[1], 'zset'}, {KEYS[2], 'list'}})
+-- A schedule or pending structure of another type refuses the step (BADKEY).
+local refused = refuse_misfit({{KEYS[1], 'zset'}, {KEYS[2], 'list'}, {KEYS[3], 'zset'}})
 if refused then return refused end
 local now, prefix = ARGV[1], ARGV[2]
 local limit = tonumber(ARGV[4])
@@ -26,7 +28,7 @@ for _, id in ipairs(due) do
             or redis.call('HGET', key, 'status') ~= 'scheduled' then
         dropped[#dropped + 1] = id
     else
-        redis.call('LPUSH', KEYS[2], id)
+        line_push(KEYS[2], KEYS[3], id, priority_of(key), false)
         redis.call('HSET', key, 'status', 'pending', 'updated', now)
         moved[#moved + 1] = id
     end

@@ -1,30 +1,36 @@
 -- Take back tasks whose holder is gone: their lease expired (any host), or the process
 -- running them is dead (same host). Each goes back to pending at the front of its queue,
 -- or fails once it has used its attempts.
--- KEYS, six per task: blueque_task_<id>, <prefix>:leases:<queue>,
+-- KEYS, eight per task: blueque_task_<id>, <prefix>:leases:<queue>,
 --   blueque_pending_tasks_<queue>, blueque_failed_tasks_<queue>,
---   blueque_started_tasks_<queue>, <prefix>:queue:<queue> (queue settings)
+--   blueque_started_tasks_<queue>, <prefix>:queue:<queue> (queue settings),
+--   <prefix>:prioritized:<queue>, <prefix>:identifiers:<queue>
 -- ARGV[1] now (for the `updated` field), ARGV[2] 'expired' (only if the lease ended,
 -- by the server's clock), 'dead' (its holder is dead: unless the task's own process says
 -- it still lives, its `alive_until` field being ahead of the server's clock) or 'gone'
 -- (its process is known to be gone: always), ARGV[3] default maximum attempts ('': no
--- maximum), ARGV[4] why, for the error field; then five per task: task id, reserved-list
--- key prefix of the queue (the listener id read from the hash completes it), wake-up
--- channel, attempt expected ('': any), holder expected ('': any). A task held by
--- another holder or attempt than expected is skipped: it changed hands meanwhile.
+-- maximum), ARGV[4] why, for the error field, ARGV[5] key prefix of task hashes; then six
+-- per task: task id, reserved-list key prefix of the queue (the listener id read from the
+-- hash completes it), wake-up channel, attempt expected ('': any), holder expected ('':
+-- any), queue name. A task held by another holder or attempt than expected is skipped: it
+-- changed hands meanwhile. Attempts a task did not fail (it delayed itself: its
+-- `uncounted` field) do not count toward the maximum.
 -- Returns, flat, per task: id, outcome ('pending', 'failed' or 'skipped').
 local mode, default_max, why = ARGV[2], ARGV[3], ARGV[4]
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
 local out = {}
-for i = 1, #KEYS / 6 do
-    local task, leases, pending, failed, started, settings =
-        KEYS[6 * i - 5], KEYS[6 * i - 4], KEYS[6 * i - 3], KEYS[6 * i - 2], KEYS[6 * i - 1], KEYS[6 * i]
-    local id, reserved_prefix, channel, expected, holder =
-        ARGV[5 * i], ARGV[5 * i + 1], ARGV[5 * i + 2], ARGV[5 * i + 3], ARGV[5 * i + 4]
+local prefix = ARGV[5]
+for i = 1, #KEYS / 8 do
+    local task, leases, pending, failed, started, settings, prioritized, identifiers =
+        KEYS[8 * i - 7], KEYS[8 * i - 6], KEYS[8 * i - 5], KEYS[8 * i - 4], KEYS[8 * i - 3],
+        KEYS[8 * i - 2], KEYS[8 * i - 1], KEYS[8 * i]
+    local id, reserved_prefix, channel, expected, holder, queue = ARGV[6 * i], ARGV[6 * i + 1],
+        ARGV[6 * i + 2], ARGV[6 * i + 3], ARGV[6 * i + 4], ARGV[6 * i + 5]
     local status = nil
     local bad = misfit({{task, 'hash'}, {leases, 'zset'}, {pending, 'list'}, {failed, 'list'},
-        {started, 'set'}, {settings, 'hash'}, {reserved_prefix .. (redis.call('TYPE', task)['ok'] == 'hash'
+        {started, 'set'}, {settings, 'hash'}, {prioritized, 'zset'}, {identifiers, 'hash'},
+        {reserved_prefix .. (redis.call('TYPE', task)['ok'] == 'hash'
             and (redis.call('HGET', task, 'node') or '') or ''), 'list'}})
     if not bad then status = redis.call('HGET', task, 'status') end
     local attempt, node, score = '', '', nil
@@ -58,7 +64,8 @@ for i = 1, #KEYS / 6 do
         redis.call('SREM', started, node .. ' ' .. pid .. ' ' .. id)
         redis.call('ZREM', leases, id)
         redis.call('HDEL', task, 'node', 'pid', 'pstart', 'alive_until')
-        local used = tonumber(attempt) or 0
+        local used = (tonumber(attempt) or 0)
+            - (tonumber(redis.call('HGET', task, 'uncounted')) or 0)
         if max and used >= max then
             redis.call('HSET', task, 'status', 'failed', 'updated', ARGV[1], 'error',
                 'LeaseExpired: ' .. why .. ' after ' .. used .. ' attempt(s)')
@@ -66,7 +73,8 @@ for i = 1, #KEYS / 6 do
             outcome = 'failed'
         else
             redis.call('HSET', task, 'status', 'pending', 'updated', ARGV[1])
-            redis.call('RPUSH', pending, id)
+            line_push(pending, prioritized, id, priority_of(task), true)
+            identifier_claim(identifiers, prefix, task, id, queue)
             redis.call('PUBLISH', channel, 1)
             outcome = 'pending'
         end

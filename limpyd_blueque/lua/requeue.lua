@@ -1,15 +1,21 @@
 -- Put a task its holder no longer runs back in line: pending at once, or scheduled
--- at an eta. Used to retry after an error, and to hand a task back on shutdown.
+-- at an eta. Used to retry after an error, to hand a task back on shutdown, and for a
+-- task that delays itself.
 -- KEYS[1] blueque_task_<id>, KEYS[2] blueque_reserved_tasks_<queue>_<listener>,
 -- KEYS[3] blueque_started_tasks_<queue>, KEYS[4] blueque_pending_tasks_<queue>,
--- KEYS[5] blueque_scheduled_tasks_<queue>, KEYS[6] <prefix>:leases:<queue>
+-- KEYS[5] blueque_scheduled_tasks_<queue>, KEYS[6] <prefix>:leases:<queue>,
+-- KEYS[7] <prefix>:prioritized:<queue>, KEYS[8] <prefix>:identifiers:<queue>
 -- ARGV[1] task id, ARGV[2] listener id, ARGV[3] attempt the caller holds ('': not checked),
 -- ARGV[4] now, ARGV[5] eta ('': pending at once), ARGV[6] error to record ('': none),
--- ARGV[7] wake-up channel, ARGV[8] 'front' (taken next) or 'back' (end of the line),
--- ARGV[9] priority change ('': none)
+-- ARGV[7] wake-up channel, ARGV[8] 'front' (taken next in its priority) or 'back' (end of
+-- its priority), ARGV[9] priority change ('': none), ARGV[10] '1' when this attempt does
+-- not count as a failed one (a task that delays itself), ARGV[11] key prefix of task
+-- hashes, ARGV[12] queue name
+-- The priority stays a whole number within the bounds of _line.lua.
 -- Returns {1} when requeued, {0, status, node, attempt} when refused, {-1} when missing.
 local refused = refuse_misfit({{KEYS[1], 'hash'}, {KEYS[2], 'list'}, {KEYS[3], 'set'},
-    {KEYS[4], 'list'}, {KEYS[5], 'zset'}, {KEYS[6], 'zset'}})
+    {KEYS[4], 'list'}, {KEYS[5], 'zset'}, {KEYS[6], 'zset'}, {KEYS[7], 'zset'},
+    {KEYS[8], 'hash'}})
 if refused then return refused end
 refused = refuse_unless_held(KEYS[1], {reserved = true, started = true}, ARGV[2],
     ARGV[3])
@@ -21,20 +27,24 @@ redis.call('SREM', KEYS[3], ARGV[2] .. ' ' .. pid .. ' ' .. id)
 redis.call('ZREM', KEYS[6], id)
 redis.call('HDEL', KEYS[1], 'node', 'pid', 'pstart', 'alive_until')
 if ARGV[6] ~= '' then redis.call('HSET', KEYS[1], 'error', ARGV[6]) end
+if ARGV[10] == '1' then redis.call('HINCRBY', KEYS[1], 'uncounted', 1) end
+local priority = priority_of(KEYS[1])
 if ARGV[9] ~= '' then
-    local priority = tonumber(redis.call('HGET', KEYS[1], 'priority')) or 0
-    redis.call('HSET', KEYS[1], 'priority', priority + tonumber(ARGV[9]))
+    priority = math.max(-MAX_PRIORITY, math.min(MAX_PRIORITY,
+        priority + math.floor(tonumber(ARGV[9]))))
+    if priority == 0 then
+        redis.call('HDEL', KEYS[1], 'priority')
+    else
+        redis.call('HSET', KEYS[1], 'priority', priority)
+    end
 end
 if ARGV[5] == '' then
     redis.call('HSET', KEYS[1], 'status', 'pending', 'updated', ARGV[4])
-    if ARGV[8] == 'front' then
-        redis.call('RPUSH', KEYS[4], id)
-    else
-        redis.call('LPUSH', KEYS[4], id)
-    end
+    line_push(KEYS[4], KEYS[7], id, priority, ARGV[8] == 'front')
     redis.call('PUBLISH', ARGV[7], 1)
 else
     redis.call('HSET', KEYS[1], 'status', 'scheduled', 'eta', ARGV[5], 'updated', ARGV[4])
     redis.call('ZADD', KEYS[5], ARGV[5], id)
 end
+identifier_claim(KEYS[8], ARGV[11], KEYS[1], id, ARGV[12])
 return {1}

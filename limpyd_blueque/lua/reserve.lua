@@ -1,9 +1,12 @@
--- Blueque "Node Task Pop", made atomic: take the oldest pending task of the first
--- queue that has one, and mark it reserved (or started, when a pid is given) at once.
--- KEYS, six per queue, queues in the order they are tried:
+-- Blueque "Node Task Pop", made atomic: take the next pending task of the queues, and
+-- mark it reserved (or started, when a pid is given) at once. The next task is the first
+-- in line of the highest priority any of the queues has (see _line.lua); between queues
+-- whose next tasks have the same priority, the queue given first.
+-- KEYS, eight per queue, queues in their order of preference:
 --   blueque_pending_tasks_<queue>, blueque_reserved_tasks_<queue>_<listener>,
 --   <prefix>:leases:<queue>, blueque_started_tasks_<queue>, <prefix>:queue:<queue>,
---   blueque_failed_tasks_<queue>
+--   blueque_failed_tasks_<queue>, <prefix>:prioritized:<queue>,
+--   <prefix>:identifiers:<queue>
 -- ARGV[1] key prefix of task hashes (ids are only known inside)
 -- ARGV[2] listener id, ARGV[3] now
 -- ARGV[4] pid: '' to reserve only; a pid to reserve and start in the same step
@@ -30,7 +33,7 @@ local bound = tonumber(ARGV[8]) or 100
 local clock = redis.call('TIME')
 local server_now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
 local statuses = {scheduled = true, pending = true, reserved = true, started = true,
-    complete = true, failed = true}
+    complete = true, failed = true, canceled = true}
 local dropped, quarantined, broken, passed = {}, {}, {}, 0
 
 local function problem_of(key, id, queue)
@@ -67,47 +70,75 @@ local function quarantine(key, id, queue, reserved, failed, why)
     end
 end
 
-for i = 1, #KEYS / 6 do
-    local pending, reserved = KEYS[6 * i - 5], KEYS[6 * i - 4]
-    local leases, started, settings, failed = KEYS[6 * i - 3], KEYS[6 * i - 2], KEYS[6 * i - 1], KEYS[6 * i]
-    local queue = ARGV[8 + 2 * i]
-    local bad, found = misfit({{pending, 'list'}, {reserved, 'list'}, {leases, 'zset'},
-        {started, 'set'}, {settings, 'hash'}, {failed, 'list'}})
+local open_queues = {}  -- the queues whose keys are all of their type: {index, keys}
+for i = 1, #KEYS / 8 do
+    local k = {pending = KEYS[8 * i - 7], reserved = KEYS[8 * i - 6], leases = KEYS[8 * i - 5],
+        started = KEYS[8 * i - 4], settings = KEYS[8 * i - 3], failed = KEYS[8 * i - 2],
+        prioritized = KEYS[8 * i - 1], identifiers = KEYS[8 * i]}
+    local bad, found = misfit({{k.pending, 'list'}, {k.reserved, 'list'}, {k.leases, 'zset'},
+        {k.started, 'set'}, {k.settings, 'hash'}, {k.failed, 'list'}, {k.prioritized, 'zset'},
+        {k.identifiers, 'hash'}})
     if bad then
         broken[#broken + 1] = i
         broken[#broken + 1] = bad .. ' holds a ' .. found
     else
-        while passed < bound do
-            local id = redis.call('RPOPLPUSH', pending, reserved)
-            if not id then break end
-            local key = prefix .. id
-            local why, verdict = problem_of(key, id, queue)
-            if verdict == 'drop' then
-                redis.call('LREM', reserved, -1, id)
-                dropped[#dropped + 1] = id
-                passed = passed + 1
-            elseif verdict == 'bad' then
-                quarantine(key, id, queue, reserved, failed, why)
-                passed = passed + 1
-            else
-                local ttr, max_run_time, max_attempts = lease_terms(key, settings,
-                    ARGV[7 + 2 * i], ARGV[6], ARGV[7])
-                local deadline = '+inf'
-                if ttr ~= 'never' and ttr and ttr > 0 then deadline = server_now + ttr end
-                redis.call('HINCRBY', key, 'attempt', 1)
-                if pid == '' then
-                    redis.call('HSET', key, 'status', 'reserved', 'node', listener, 'updated', now)
-                else
-                    redis.call('HSET', key, 'status', 'started', 'node', listener, 'pid', pid,
-                        'pstart', ARGV[5], 'updated', now)
-                    redis.call('SADD', started, listener .. ' ' .. pid .. ' ' .. id)
-                end
-                redis.call('ZADD', leases, deadline, id)
-                return {i, id, redis.call('HGETALL', key), term_text(ttr),
-                    term_text(max_run_time), term_text(max_attempts), dropped, quarantined,
-                    broken, 0}
-            end
+        open_queues[#open_queues + 1] = {i, k}
+    end
+end
+
+-- the queue whose next task comes first: its index, keys, and where that task waits
+local function next_queue()
+    local best, chosen, source = nil, nil, nil
+    for _, entry in ipairs(open_queues) do
+        local priority, where = line_head(entry[2].pending, entry[2].prioritized)
+        if priority and (best == nil or priority > best) then
+            best, chosen, source = priority, entry, where
         end
+    end
+    return chosen, source
+end
+
+local function take(k, source)
+    if source == 'list' then return redis.call('RPOPLPUSH', k.pending, k.reserved) end
+    local popped = redis.call('ZPOPMIN', k.prioritized)
+    if popped[1] then redis.call('LPUSH', k.reserved, popped[1]) end
+    return popped[1]
+end
+
+while passed < bound do
+    local entry, source = next_queue()
+    if not entry then break end
+    local i, k = entry[1], entry[2]
+    local queue = ARGV[8 + 2 * i]
+    local id = take(k, source)
+    if not id then break end
+    local key = prefix .. id
+    local why, verdict = problem_of(key, id, queue)
+    if verdict == 'drop' then
+        redis.call('LREM', k.reserved, -1, id)
+        dropped[#dropped + 1] = id
+        passed = passed + 1
+    elseif verdict == 'bad' then
+        quarantine(key, id, queue, k.reserved, k.failed, why)
+        passed = passed + 1
+    else
+        local ttr, max_run_time, max_attempts = lease_terms(key, k.settings,
+            ARGV[7 + 2 * i], ARGV[6], ARGV[7])
+        local deadline = '+inf'
+        if ttr ~= 'never' and ttr and ttr > 0 then deadline = server_now + ttr end
+        redis.call('HINCRBY', key, 'attempt', 1)
+        if pid == '' then
+            redis.call('HSET', key, 'status', 'reserved', 'node', listener, 'updated', now)
+        else
+            redis.call('HSET', key, 'status', 'started', 'node', listener, 'pid', pid,
+                'pstart', ARGV[5], 'updated', now, 'started_at', now)
+            redis.call('SADD', k.started, listener .. ' ' .. pid .. ' ' .. id)
+        end
+        redis.call('ZADD', k.leases, deadline, id)
+        identifier_release(k.identifiers, key, id)
+        return {i, id, redis.call('HGETALL', key), term_text(ttr),
+            term_text(max_run_time), term_text(max_attempts), dropped, quarantined,
+            broken, 0}
     end
 end
 local more = 0

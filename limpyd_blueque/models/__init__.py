@@ -1,4 +1,5 @@
-"""The limpyd models: `Job` and `Queue` live on the Blueque keys, `Error` beside them.
+"""The limpyd models: `Job` (on `Task`) and `Queue` live on the Blueque keys, `Error`
+beside them.
 
 Models hold data and the protocol steps; they never fork, sleep or log. Each step
 is one call to a script of `atomic.Scripts`.
@@ -6,7 +7,8 @@ is one call to a script of `atomic.Scripts`.
 
 from .base import BluequeModel
 from .error import Error
-from .job import Job, TaskData
+from .job import Job, JobModels
 from .queue import Queue
+from .task import Task, TaskData
 
-__all__ = ["BluequeModel", "Error", "Job", "Queue", "TaskData"]
+__all__ = ["BluequeModel", "Error", "Job", "JobModels", "Queue", "Task", "TaskData"]

@@ -135,7 +135,7 @@ class ProtocolField(compat.CommandCheck, fields.InstanceHashField):
         if name in self.available_modifiers:
             raise ProtocolError(
                 f"the {self.name!r} of a task changes only through the protocol steps "
-                "(enqueue, reserve, start, complete, fail, delete)"
+                "(enqueue, reserve, start, complete, fail, requeue, cancel, delete)"
             )
 
 

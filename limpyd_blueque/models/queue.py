@@ -3,36 +3,24 @@
 from __future__ import annotations
 
 import time
-import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Callable, cast
 
 from limpyd import fields
-from redis.exceptions import RedisError
 
-from .. import compat
+from .. import compat, periodic
 from ..atomic import PassedOver, Reservation
-from ..connection import check_value_sizes, reaching
+from ..connection import reaching
 from ..exceptions import (
     ConfigurationError,
     InvalidTransition,
-    LimpydBluequeError,
-    PartiallyEnqueued,
 )
 from ..keys import STATUS_STRUCTURES, check_listener_id, check_queue_name
 from ..liveness import worker_records
-from ..values import (
-    MAX_COUNT,
-    MAX_SECONDS,
-    check_number,
-    check_parameters_list,
-    check_task_id,
-    check_task_ids,
-    chunks,
-    encode,
-    timestamp,
-)
+from ..options import TERM_RULES
+from ..statuses import Status
+from ..values import MAX_COUNT, check_number, timestamp
 from .base import (
     BluequeModel,
     QueueNameField,
@@ -42,15 +30,10 @@ from .base import (
     WireSortedSetField,
 )
 from .job import Job
+from .producing import enqueue_tasks
 
 #: the settings a queue may have, with the rules of their values (see `values.check_number`)
-QUEUE_SETTINGS: dict[str, dict[str, Any]] = {
-    "ttr": {"minimum": 0, "above": True, "maximum": MAX_SECONDS},
-    "max_run_time": {"minimum": 0, "above": True, "maximum": MAX_SECONDS},
-    "max_attempts": {"integer": True, "minimum": 1, "maximum": MAX_COUNT},
-}
-#: the most characters of parameters sent in one enqueue script call
-CHUNK_CHARACTERS = 64 * 1024 * 1024
+QUEUE_SETTINGS = TERM_RULES
 
 
 class Queue(BluequeModel):
@@ -69,6 +52,8 @@ class Queue(BluequeModel):
     started = WireSetField(wire="started")
     listeners = WireSetField(wire="listeners")
     leases = WireSortedSetField(wire="leases")
+    prioritized = WireSortedSetField(wire="prioritized")
+    canceled = WireListField(wire="canceled")
 
     job_model = Job
 
@@ -124,64 +109,51 @@ class Queue(BluequeModel):
         return {name: int(score) for name, score in pairs}
 
     # -- producer steps -----------------------------------------------------------------
-    def enqueue(self, parameters: Any, *, task_id: str | None = None) -> Job:
-        """Blueque "Submission": a new pending task; returns its `Job`.
+    def enqueue(self, parameters: Any = "", *, task_id: str | None = None,
+                **options: Any) -> Job:
+        """Blueque "Submission": a new task; returns its `Job`. One round trip.
 
         `parameters` is stored as is when a `str`, JSON-encoded otherwise (see
-        `values.encode`). `task_id` (default: a new UUID) follows `values.check_task_id`.
-        """
-        return self.enqueue_many([parameters],
-                                 task_ids=None if task_id is None else [task_id])[0]
+        `values.encode`); `task_id` (default: a new UUID) follows `values.check_task_id`.
+        Options (all checked before anything is written, `ConfigurationError` naming a
+        bad one):
 
-    def enqueue_many(self, parameters: Sequence[Any], *,
-                     task_ids: Sequence[str] | None = None, chunk: int = 1000) -> list[Job]:
-        """Many pending tasks, one atomic script call per `chunk` tasks (and per 64 MiB).
-
-        Everything is checked before the first write: `parameters` is a sequence (a
-        list, a tuple; not a `str` nor a `dict`), each encoded (`InvalidParameters`)
-        and small enough for the server (`ParametersTooLarge`); `task_ids`, one per task,
-        valid and distinct (`InvalidName`). A chunk is written whole or not at all: when
-        one fails after others were written, `PartiallyEnqueued` carries their ids.
+        * `priority`: a whole number, higher runs sooner (default 0; see `MAX_PRIORITY`);
+        * `delay` (seconds or a `timedelta`) or `eta` (epoch seconds or a `datetime`):
+          scheduled, pending no sooner than that;
+        * `identifier`: if a waiting task of this queue has it, that task is returned
+          instead (its priority raised to this one if higher);
+        * `prepend`: at the front of its priority, not the back;
+        * `model`: the `Job` subclass (or its name) that runs it;
+        * any other keyword: a field of the job model (`ttr`, `max_attempts`,
+          `max_run_time`, `cancel_on_error`, or a subclass's own).
         """
-        texts = [encode(value) for value in check_parameters_list(parameters)]
-        ids = ([str(uuid.uuid4()) for _ in texts] if task_ids is None
-               else check_task_ids(task_ids, len(texts)))
-        check_number("chunk", chunk, integer=True, minimum=1)
-        client, scripts, name = self.client(), self.scripts(), self.pk.get()
-        check_value_sizes(client, texts)
-        done: list[str] = []
-        for start, end in chunks(texts, chunk, CHUNK_CHARACTERS):
-            try:
-                with reaching(client):
-                    scripts.enqueue(name, list(zip(ids[start:end], texts[start:end])),
-                                    time.time())
-            except (LimpydBluequeError, RedisError) as error:
-                if not done:
-                    raise
-                raise PartiallyEnqueued(done, len(ids), error) from error
-            done += ids[start:end]
-        return [self.job_model.lazy_connect(task_id) for task_id in ids]
+        return self.enqueue_many([parameters], task_ids=None if task_id is None else [task_id],
+                                 **options)[0]
+
+    def enqueue_many(self, parameters: Sequence[Any], *, task_ids: Sequence[str] | None = None,
+                     chunk: int = 1000, options: Sequence[Mapping[str, Any]] | None = None,
+                     **common: Any) -> list[Job]:
+        """Many tasks, one atomic script call per `chunk` tasks (and per 64 MiB).
+
+        The keyword options of `enqueue` apply to every task; `options`, one mapping per
+        task, gives each its own (over those). Everything is checked before the first
+        write: `parameters` is a sequence (a list, a tuple; not a `str` nor a `dict`),
+        each encoded (`InvalidParameters`) and small enough for the server
+        (`ParametersTooLarge`); `task_ids`, one per task, valid and distinct
+        (`InvalidName`). A chunk is written whole or not at all: when one fails after
+        others were written, `PartiallyEnqueued` carries their ids. Returns the `Job` of
+        each task, in order (for an identifier that was waiting already, its task).
+        """
+        return enqueue_tasks(self.job_model, self.pk.get(), parameters, task_ids=task_ids,
+                             chunk=chunk, options=options, common=common)
 
     def schedule(self, parameters: Any, eta: float | datetime, *,
-                 task_id: str | None = None) -> Job:
-        """Blueque "Schedule Task": a task that turns pending at `eta`.
-
-        `eta` is epoch seconds (a finite number) or a `datetime` (a naive one is local
-        time, as `datetime.timestamp` takes it). An eta already past enqueues the task
-        at once, as the reference client does. Checked as `enqueue` checks, before any
-        write; a bad eta raises `ConfigurationError`.
-        """
-        eta = timestamp("eta", eta)
-        text = encode(parameters)
-        task_id = str(uuid.uuid4()) if task_id is None else check_task_id(task_id)
-        now = time.time()
-        if eta < now:
-            return self.enqueue(text, task_id=task_id)
-        check_value_sizes(self.client(), [text])
-        # stored as given (an int stays an int), as the reference client does
-        with reaching(self.client()):
-            self.scripts().schedule(self.pk.get(), task_id, text, eta, now)
-        return self.job_model.lazy_connect(task_id)
+                 task_id: str | None = None, **options: Any) -> Job:
+        """Blueque "Schedule Task": a task that turns pending at `eta` (epoch seconds or a
+        `datetime`, a naive one being local time). An eta already past enqueues the task
+        at once, as the reference client does. Takes the options of `enqueue`."""
+        return self.enqueue(parameters, task_id=task_id, eta=timestamp("eta", eta), **options)
 
     def enqueue_due(self, now: float | datetime | None = None, limit: int = 0) -> list[str]:
         """Blueque "Enqueue Scheduled Tasks": make due tasks pending; return their ids.
@@ -257,14 +229,60 @@ class Queue(BluequeModel):
 
     # -- reading ----------------------------------------------------------------------------
     def counts(self) -> dict[str, int]:
-        """How many tasks each Blueque structure of this queue holds, in one round trip."""
+        """How many tasks each status's structures of this queue hold, in one round trip
+        (`running`: the reserved and started tasks, from the lease set)."""
         keys, name = self.keys(), self.pk.get()
-        labels = {"leases": "running"}  # the lease set holds the reserved and started tasks
-        wanted = [(labels.get(wire, status.value), *keys.status_structure(name, status))
-                  for status, (wire, _) in STATUS_STRUCTURES.items()]
+        labels = {Status.RESERVED: "running"}
+        wanted = [(labels.get(status, status.value), key, kind)
+                  for status in STATUS_STRUCTURES for key, kind in keys.structures_of(name, status)]
         with self.client().pipeline(transaction=False) as pipe:
             for _, key, kind in wanted:
                 {"list": pipe.llen, "zset": pipe.zcard, "started": pipe.scard}[kind](key)
             with reaching(self.client()):
                 values = pipe.execute()
-        return {label: value for (label, _, _), value in zip(wanted, values)}
+        counts: dict[str, int] = {}
+        for (label, _, _), value in zip(wanted, values):
+            counts[label] = counts.get(label, 0) + value
+        return counts
+
+    @classmethod
+    def count_waiting_jobs(cls, names: str | Sequence[str]) -> int:
+        """How many tasks are pending in these queues (a name or several), all priorities
+        together (redis-limpyd-jobs' name). One round trip."""
+        return cls._count(names, Status.PENDING)
+
+    @classmethod
+    def count_delayed_jobs(cls, names: str | Sequence[str]) -> int:
+        """How many tasks are scheduled (delayed) in these queues. One round trip."""
+        return cls._count(names, Status.SCHEDULED)
+
+    @classmethod
+    def _count(cls, names: str | Sequence[str], status: Status) -> int:
+        queues = [names] if isinstance(names, str) else list(names)
+        keys = cls.keys()
+        with cls.client().pipeline(transaction=False) as pipe:
+            for name in queues:
+                for key, kind in keys.structures_of(check_queue_name(name), status):
+                    (pipe.llen if kind == "list" else pipe.zcard)(key)
+            with reaching(cls.client()):
+                return sum(pipe.execute())
+
+    # -- periodic tasks (the logic lives in `limpyd_blueque.periodic`) ------------------------
+    def every(self, schedule: str | float, parameters: Any = "", *, name: str,
+              overlap: bool = False) -> periodic.PeriodicTask:
+        """Declare (or replace) the periodic task `name`: `parameters` enqueued on this
+        queue at each tick of `schedule`, a cron expression (five fields, in UTC; needs
+        the ``cron`` extra) or an interval in seconds, by the workers of the queue, each
+        tick once. Unless `overlap`, a tick is skipped while the previous run still waits
+        or runs. Checked before any write (`InvalidName`, `ConfigurationError`,
+        `InvalidParameters`); see `periodic.declare`."""
+        return periodic.declare(self.scripts(), self.pk.get(), name, schedule, parameters,
+                                overlap=overlap)
+
+    def periodic_tasks(self) -> list[periodic.PeriodicTask]:
+        """The periodic tasks of this queue, by name, each with its next tick."""
+        return periodic.list_periodic(self.scripts(), self.pk.get())
+
+    def remove_periodic(self, name: str) -> bool:
+        """Remove the periodic task `name` of this queue; True if it was there."""
+        return periodic.remove(self.scripts(), self.pk.get(), name)

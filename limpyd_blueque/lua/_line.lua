@@ -1,0 +1,109 @@
+-- Shared by the scripts that put a task in line or take it out of line: where a pending
+-- task waits, by its priority (higher runs sooner), and the identifier of a waiting task.
+-- * Priority 0: the Blueque pending list, which every Blueque worker pops from its right
+--   end: the back of the line is its left end (LPUSH), the front its right end (RPUSH).
+-- * Any other priority: the prioritized sorted set of the queue, scored
+--   `-priority * RANK_SPAN + rank`, so that the lowest score is the highest priority and,
+--   within it, the front of its line. A rank joining the back is one above the highest
+--   rank of its priority, one joining the front one below the lowest (0 for the first).
+-- Scores are whole numbers below 2^53, written with '%.0f' so Redis gets them exactly.
+local RANK_SPAN = 4294967296  -- 2^32: ranks stay within half of it either way
+local MAX_PRIORITY = 1000000
+
+-- the priority a task hash records (0 when unset, or not a whole number in range)
+local function priority_of(task)
+    local value = tonumber(redis.call('HGET', task, 'priority'))
+    if value and value == math.floor(value) and value >= -MAX_PRIORITY
+            and value <= MAX_PRIORITY then
+        return value
+    end
+    return 0
+end
+
+-- the priority a score of the prioritized sorted set stands for
+local function score_priority(score)
+    return -math.floor(tonumber(score) / RANK_SPAN + 0.5)
+end
+
+-- put task `id` in line at `priority`, at the back (or the `front`) of that priority
+local function line_push(pending, prioritized, id, priority, front)
+    if priority == 0 then
+        if front then redis.call('RPUSH', pending, id) else redis.call('LPUSH', pending, id) end
+        return
+    end
+    local base = -priority * RANK_SPAN
+    local low = string.format('%.0f', base - RANK_SPAN / 2)
+    local high = '(' .. string.format('%.0f', base + RANK_SPAN / 2)
+    local score = base
+    if front then
+        local first = redis.call('ZRANGEBYSCORE', prioritized, low, high, 'WITHSCORES',
+            'LIMIT', 0, 1)
+        if first[2] then score = tonumber(first[2]) - 1 end
+    else
+        local last = redis.call('ZREVRANGEBYSCORE', prioritized, high, low, 'WITHSCORES',
+            'LIMIT', 0, 1)
+        if last[2] then score = tonumber(last[2]) + 1 end
+    end
+    redis.call('ZADD', prioritized, string.format('%.0f', score), id)
+end
+
+-- take task `id` out of line, wherever it waits; true when it was there
+local function line_remove(pending, prioritized, id)
+    if redis.call('ZREM', prioritized, id) == 1 then return true end
+    return redis.call('LREM', pending, 0, id) > 0
+end
+
+-- the priority of the next task of a queue, and where it waits ('list' or 'zset'); nil
+-- when none waits. A task of priority 0 (the list) comes before those of a lower one.
+local function line_head(pending, prioritized)
+    local top = redis.call('ZRANGE', prioritized, 0, 0, 'WITHSCORES')
+    local best, source = nil, nil
+    if top[2] then best, source = score_priority(top[2]), 'zset' end
+    if (best == nil or best < 0) and redis.call('LLEN', pending) > 0 then
+        best, source = 0, 'list'
+    end
+    return best, source
+end
+
+-- the status of the task at `key` if it is a task of `queue` with one of `statuses` (a
+-- set); else nil and the reply refusing the step: {-1} when there is no such task,
+-- {0, status, its queue} otherwise
+local function status_among(key, queue, statuses)
+    local status = redis.call('HGET', key, 'status')
+    if not status then return nil, {-1} end
+    local own = redis.call('HGET', key, 'queue') or ''
+    if own ~= queue or not statuses[status] then return nil, {0, status, own} end
+    return status, nil
+end
+
+-- the waiting task an identifier maps to, if that task still waits in this queue with
+-- this identifier (else the entry is stale: nil)
+local function identified(identifiers, prefix, identifier, queue)
+    local id = redis.call('HGET', identifiers, identifier)
+    if not id then return nil end
+    local key = prefix .. id
+    if redis.call('TYPE', key)['ok'] ~= 'hash' then return nil end
+    local fields = redis.call('HMGET', key, 'status', 'identifier', 'queue')
+    if (fields[1] == 'pending' or fields[1] == 'scheduled') and fields[2] == identifier
+            and fields[3] == queue then
+        return id
+    end
+    return nil
+end
+
+-- a task leaves the waiting line: its identifier no longer maps to it
+local function identifier_release(identifiers, task, id)
+    local identifier = redis.call('HGET', task, 'identifier')
+    if identifier and redis.call('HGET', identifiers, identifier) == id then
+        redis.call('HDEL', identifiers, identifier)
+    end
+end
+
+-- a task is back in line: its identifier maps to it again, unless another waiting task
+-- of the queue has taken it meanwhile
+local function identifier_claim(identifiers, prefix, task, id, queue)
+    local identifier = redis.call('HGET', task, 'identifier')
+    if identifier and not identified(identifiers, prefix, identifier, queue) then
+        redis.call('HSET', identifiers, identifier, id)
+    end
+end

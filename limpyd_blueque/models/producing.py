@@ -1,0 +1,86 @@
+"""Enqueueing: tasks with their options, checked whole, then written by the enqueue step
+one chunk per script call. `Queue.enqueue`, `Queue.enqueue_many` and `Job.add_job` all
+come here."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar
+
+from redis.exceptions import RedisError
+
+from ..connection import check_value_sizes, reaching
+from ..exceptions import ConfigurationError, LimpydBluequeError, PartiallyEnqueued
+from ..options import TaskOptions, task_options
+from ..values import (
+    check_number,
+    check_parameters_list,
+    check_task_ids,
+    chunks,
+    encode,
+)
+from .task import Task
+
+T = TypeVar("T", bound=Task)
+
+#: the most characters of parameters sent in one enqueue script call
+CHUNK_CHARACTERS = 64 * 1024 * 1024
+
+
+def per_task_options(job_model: type[Task], count: int, common: Mapping[str, Any],
+                     options: Sequence[Mapping[str, Any]] | None, now: float,
+                     ) -> list[TaskOptions]:
+    """The checked options of each of `count` tasks: `common`, overridden by the task's
+    own mapping in `options` (one per task)."""
+    if options is None:
+        checked = task_options(job_model, now, **common)
+        return [checked] * count
+    if isinstance(options, (str, bytes, Mapping)) or len(options) != count:
+        raise ConfigurationError(f"options must be a sequence of {count} mapping(s), one per "
+                                 "task")
+    result = []
+    for index, own in enumerate(options):
+        if not isinstance(own, Mapping):
+            raise ConfigurationError(f"options[{index}] must be a mapping of options, not "
+                                     f"{type(own).__name__}")
+        result.append(task_options(job_model, now, **{**common, **own}))
+    return result
+
+
+def model_class(job_model: type[T], model: object) -> type[T]:
+    """The class of the instances returned for a task enqueued with option `model`."""
+    if isinstance(model, type) and issubclass(model, job_model):
+        return model
+    return job_model
+
+
+def enqueue_tasks(job_model: type[T], queue: str, parameters: Sequence[Any], *,
+                  task_ids: Sequence[str] | None = None, chunk: int = 1000,
+                  options: Sequence[Mapping[str, Any]] | None = None,
+                  common: Mapping[str, Any] | None = None) -> list[T]:
+    """Enqueue tasks in `queue` (see `Queue.enqueue_many`); the task of each, in order:
+    the new one, or the waiting one its identifier maps to."""
+    common = dict(common or {})
+    texts = [encode(value) for value in check_parameters_list(parameters)]
+    ids = ([str(uuid.uuid4()) for _ in texts] if task_ids is None
+           else check_task_ids(task_ids, len(texts)))
+    check_number("chunk", chunk, integer=True, minimum=1)
+    checked = per_task_options(job_model, len(texts), common, options, time.time())
+    classes = [model_class(job_model, (options[i] if options else {}).get(
+        "model", common.get("model"))) for i in range(len(texts))]
+    client, scripts = job_model.client(), job_model.scripts()
+    check_value_sizes(client, texts)
+    tasks = list(zip(ids, texts, checked))
+    done: list[str] = []
+    for start, end in chunks(texts, chunk, CHUNK_CHARACTERS):
+        try:
+            with reaching(client):
+                written = scripts.enqueue(queue, tasks[start:end], time.time())
+        except (LimpydBluequeError, RedisError) as error:
+            if not done:
+                raise
+            raise PartiallyEnqueued(done, len(ids), error) from error
+        done += [task_id for task_id, _ in written]
+    return [cls.lazy_connect(task_id) for cls, task_id in zip(classes, done)]

@@ -1,0 +1,365 @@
+"""`Task`: a task hash `blueque_task_<id>`, its fields and the protocol steps on it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+from limpyd import fields
+from limpyd.collection import CollectionManager
+from limpyd.exceptions import DoesNotExist
+from redis.exceptions import ResponseError
+
+from .. import compat
+from ..atomic import Outcome, Reservation
+from ..connection import reaching
+from ..exceptions import ConfigurationError, InvalidTransition, ProtocolError, TaskNotFound
+from ..indexes import WireIndex, flatten, status_sources, temporary_key
+from ..keys import check_listener_id
+from ..options import check_priority, eta_of, priority_of
+from ..statuses import FINISHED, Status
+from ..values import encode
+from .base import BluequeModel, ProtocolField, TaskIdField
+
+if TYPE_CHECKING:
+    pass
+
+_NOTHING: Mapping[str, str] = MappingProxyType({})
+T = TypeVar("T", bound="Task")
+
+
+class TaskCollectionManager(compat.UnfilteredSet, CollectionManager):
+    """Collections of tasks; with no filter, every task any queue structure lists."""
+
+    model: type[Task]
+
+    def unfiltered_set(self) -> str:
+        return self.model.materialize(
+            [(queue, status.value) for queue in self.model.queue_names() for status in Status])
+
+
+@dataclass(frozen=True)
+class TaskData:
+    """A read-only snapshot of a task hash, typed as the reference client types it."""
+
+    id: str
+    status: str | None
+    queue: str | None
+    parameters: str | None
+    result: str | None
+    error: str | None
+    node: str | None
+    pid: int | None
+    created: float | None
+    updated: float | None
+    eta: float | None
+    attempt: int
+    extra: dict[str, str]
+
+    BLUEQUE_FIELDS = ("status", "queue", "parameters", "result", "error", "node", "pid",
+                      "created", "updated", "eta")
+
+    @classmethod
+    def from_hash(cls, task_id: str, data: Mapping[str, str]) -> TaskData:
+        def number(name: str, kind: type) -> Any:
+            value = data.get(name)
+            if value in (None, ""):
+                return None
+            return kind(float(value))  # "12.0" is an int field written as a float
+
+        known = set(cls.BLUEQUE_FIELDS) | {"attempt"}
+        return cls(
+            id=task_id, status=data.get("status"), queue=data.get("queue"),
+            parameters=data.get("parameters"), result=data.get("result"),
+            error=data.get("error"), node=data.get("node"), pid=number("pid", int),
+            created=number("created", float), updated=number("updated", float),
+            eta=number("eta", float), attempt=number("attempt", int) or 0,
+            extra={k: v for k, v in data.items() if k not in known},
+        )
+
+
+class Task(BluequeModel):
+    """A task: the hash `blueque_task_<id>`, its fields, and the protocol steps on it.
+
+    `Job` adds what a task does when it runs (the hooks a subclass overrides) and the
+    producer's API; it is the model to use and to subclass.
+
+    The ten Blueque fields come first; the others are this library's additions, which
+    other Blueque clients ignore. `status` and `queue` are indexed by the Blueque
+    structures (see `WireIndex`), so `Job.collection(queue="q", status="failed")` works
+    for every task, whoever wrote it.
+    """
+
+    abstract = True
+    collection_manager = TaskCollectionManager
+
+    id = TaskIdField()
+    status = ProtocolField(indexable=True, indexes=[WireIndex])
+    queue = ProtocolField(indexable=True, indexes=[WireIndex])
+    parameters = fields.InstanceHashField()
+    result = fields.InstanceHashField()
+    error = fields.InstanceHashField()
+    node = fields.InstanceHashField()
+    pid = fields.InstanceHashField()
+    created = fields.InstanceHashField()
+    updated = fields.InstanceHashField()
+    eta = fields.InstanceHashField()
+    # set by the reference client when a listener claims an orphan task
+    reclaimed_node = fields.InstanceHashField()
+    # additions of limpyd-blueque
+    attempt = fields.InstanceHashField()  # reservations so far; the fencing token
+    ttr = fields.InstanceHashField()  # lease length in seconds, overriding the worker's
+    # these two file a waiting task too: only the steps write them
+    identifier = ProtocolField()  # at most one waiting task per identifier
+    priority = ProtocolField()  # a whole number, higher runs sooner (unset: 0)
+    cancel_on_error = fields.InstanceHashField()  # any non-empty value: never requeue
+    max_attempts = fields.InstanceHashField()  # overrides the queue's and the worker's
+    max_run_time = fields.InstanceHashField()  # seconds; overrides the queue's
+    pstart = fields.InstanceHashField()  # start time of the process `pid` (pid reuse)
+    # set by a task process whose worker is gone: it still runs until then (Redis's clock)
+    alive_until = fields.InstanceHashField()
+    model = fields.InstanceHashField()  # the name of its Job subclass (`get_model_repr`)
+    uncounted = fields.InstanceHashField()  # attempts that were not failures (delays)
+    started_at = fields.InstanceHashField()  # when its last attempt started
+    periodic = fields.InstanceHashField()  # the periodic task whose tick made it
+    periodic_tick = fields.InstanceHashField()  # the moment of that tick
+
+    #: the Blueque fields (every Blueque client writes them)
+    BLUEQUE_FIELDS = (*TaskData.BLUEQUE_FIELDS, "reclaimed_node")
+    #: the fields this library adds to a task hash (other Blueque clients ignore them)
+    OWN_FIELDS = ("attempt", "ttr", "identifier", "priority", "cancel_on_error",
+                  "max_attempts", "max_run_time", "pstart", "alive_until", "model",
+                  "uncounted", "started_at", "periodic", "periodic_tick")
+
+    @property
+    def task_id(self) -> str:
+        """The task id (what `pk.get()` returns, without making the pk field)."""
+        task_id = compat.cached_pk(self)
+        return self.pk.get() if task_id is None else task_id
+
+    @property
+    def key(self) -> str:
+        return self.keys().task(self.task_id)
+
+    @classmethod
+    def sort_wildcard(cls) -> str:
+        return cls.keys().task("*")
+
+    #: the reservation this instance was made from, when it came from one: the task as
+    #: its holder sees it, with its lease terms (see `atomic.Reservation`)
+    task: Reservation | None = None
+
+    @property
+    def known(self) -> Mapping[str, str]:
+        """The task hash as the step that reserved it returned it (read-only; empty when
+        this instance was not made from a reservation)."""
+        return self.task.fields if self.task is not None else _NOTHING
+
+    @classmethod
+    def from_reservation(cls: type[T], reservation: Reservation) -> T:
+        """The instance of a reserved task, remembering its reservation."""
+        job = cls.lazy_connect(reservation.task_id)
+        job.task = reservation
+        return job
+
+    def connect(self) -> None:
+        task_id = compat.cached_pk(self)
+        try:
+            super().connect()
+        except DoesNotExist:
+            raise TaskNotFound(str(task_id)) from None
+
+    # -- reading ----------------------------------------------------------------------
+    @classmethod
+    def load(cls: type[T], task_id: str) -> T:
+        """The task with this id; `TaskNotFound` if its hash does not exist."""
+        with reaching(cls.client()):
+            return cls(task_id)
+
+    def data(self) -> TaskData:
+        """Every field of the task, read at once and typed."""
+        with reaching(self.client()):
+            values = cast("dict[str, str]", self.connection.hgetall(self.key))
+        if not values:
+            raise TaskNotFound(self.task_id)
+        return TaskData.from_hash(self.task_id, values)
+
+    @classmethod
+    def queue_names(cls) -> list[str]:
+        """Every queue `blueque_queues` lists (none when that key holds another type)."""
+        try:
+            return cast("list[str]", cls.client().zrange(cls.keys().queues, 0, -1))
+        except ResponseError:
+            return []
+
+    @classmethod
+    def materialize(cls, pairs: Iterable[tuple[str, str]]) -> str:
+        """A temporary set of the ids of the tasks matching any `(queue, status)` pair."""
+        keys = cls.keys()
+        destination = temporary_key(keys)
+        sources = flatten(status_sources(keys, queue, status) for queue, status in pairs)
+        if sources:
+            cls.scripts().materialize(destination, sources)
+        return destination
+
+    # -- protocol steps on one task -----------------------------------------------------
+    def _queue_name(self) -> str:
+        queue = self.task.queue if self.task is not None else self.queue.hget()
+        if not queue:
+            if not self.connection.exists(self.key):
+                raise TaskNotFound(self.task_id)
+            raise ProtocolError(f"task {self.task_id!r} has no queue field")
+        return queue
+
+    def _refuse(self, outcome: Outcome, to_status: str, why: str) -> None:
+        if outcome.missing:
+            raise TaskNotFound(self.task_id)
+        raise InvalidTransition(self.task_id, outcome.status, to_status, why)
+
+    def start(self, listener_id: str, pid: int, attempt: int | None = None,
+              pstart: str | None = None) -> None:
+        """Blueque "Task Started": process `pid` of `listener_id` now runs this task.
+
+        Raises `InvalidTransition` unless the task is reserved by that listener (and
+        attempt, when given). `pstart`, the process's start mark, tells that process from
+        a later one given the same pid.
+        """
+        outcome = self.scripts().start(self._queue_name(), self.task_id,
+                                       check_listener_id(listener_id), int(pid), time.time(),
+                                       attempt, pstart)
+        if not outcome.done:
+            self._refuse(outcome, Status.STARTED, f"it must be reserved by {listener_id!r}"
+                         + (f" in attempt {attempt}" if attempt is not None else ""))
+
+    def _finish(self, status: Status, value: Any, listener_id: str | None, pid: int | None,
+                attempt: int | None) -> bool:
+        what = "result" if status is Status.COMPLETE else "error"
+        text = encode(value, what)
+        queue = self._queue_name()
+        if listener_id is None:
+            listener_id = self.known.get("node") or self.node.hget()
+            if not listener_id:
+                raise InvalidTransition(self.task_id, self.status.hget(), status,
+                                        "no listener holds it")
+        outcome = self.scripts().finish(queue, self.task_id, listener_id, status.value, text,
+                                        time.time(), pid, attempt)
+        if outcome.missing:
+            raise TaskNotFound(self.task_id)
+        return outcome.done
+
+    def complete(self, result: Any = "", *, listener_id: str | None = None,
+                 pid: int | None = None, attempt: int | None = None) -> bool:
+        """Blueque "Task Completed Successfully": store `result`, move to the complete list.
+
+        Only the holder may complete: `listener_id` (default: the task's `node`) and,
+        when given, `attempt`. Returns True when this call finished the task, False when
+        it was refused (finished already, or now held by another listener or attempt):
+        a task is finished exactly once.
+        """
+        return self._finish(Status.COMPLETE, result, listener_id, pid, attempt)
+
+    def fail(self, error: Any, *, listener_id: str | None = None, pid: int | None = None,
+             attempt: int | None = None) -> bool:
+        """Blueque "Task Failed": store `error`, move to the failed list. See `complete`."""
+        return self._finish(Status.FAILED, error, listener_id, pid, attempt)
+
+    def requeue(self, queue_name: str | None = None, priority: int | None = None,
+                delayed_until: float | datetime | None = None,
+                delayed_for: float | timedelta | None = None, *,
+                listener_id: str | None = None, attempt: int | None = None,
+                delay: float | timedelta | None = None, error: Any = None,
+                front: bool = False, priority_delta: int | None = None,
+                uncounted: bool = False) -> bool:
+        """Put the task back in line, in one step: pending at once (at the back of its
+        priority, or its `front`), or scheduled for later (`delay`/`delayed_for` seconds
+        from now, or at `delayed_until`), with a new `priority` (or its own changed by
+        `priority_delta`).
+
+        A task held by a listener is put back by its holder: `listener_id` (default: its
+        `node`) and, when given, `attempt`; `error`, when given, is stored; with
+        `uncounted` this attempt does not count toward its maximum. Returns False when
+        the caller no longer holds it (see `complete`). A failed or canceled task goes
+        back in line with its attempts no longer counted (False if its status changed
+        meanwhile). Any other status raises `InvalidTransition`; a task stays in its
+        queue (`queue_name`, a redis-limpyd-jobs argument, may only name it).
+        """
+        queue = self._queue_name()
+        if queue_name is not None and queue_name != queue:
+            raise ConfigurationError(f"task {self.task_id!r} is in queue {queue!r}: a task "
+                                     f"cannot move to {queue_name!r}")
+        now = time.time()
+        eta = eta_of(now, delay if delay is not None else delayed_for, delayed_until)
+        if priority is not None:
+            priority = check_priority(priority)
+        if listener_id is None and attempt is None:
+            status = self.status.hget()
+            if status in (Status.FAILED, Status.CANCELED):
+                return self._retry(queue, str(status), now, eta, front, priority)
+            if status not in (Status.RESERVED, Status.STARTED):
+                raise InvalidTransition(self.task_id, status, Status.PENDING,
+                                        "only a held, failed or canceled task is requeued")
+        if priority is not None:
+            priority_delta = priority - priority_of(self.priority.hget())
+        return self._put_back(queue, listener_id, attempt, now, eta, error, front,
+                              priority_delta, uncounted)
+
+    def _put_back(self, queue: str, listener_id: str | None, attempt: int | None, now: float,
+                  eta: float | None, error: Any, front: bool, priority_delta: int | None,
+                  uncounted: bool) -> bool:
+        """The holder's requeue step (see `requeue`)."""
+        if listener_id is None:
+            listener_id = self.known.get("node") or self.node.hget() or ""
+        outcome = self.scripts().requeue(
+            queue, self.task_id, listener_id, now, attempt=attempt, eta=eta,
+            error=None if error is None else encode(error, "error"), front=front,
+            priority_delta=priority_delta, uncounted=uncounted)
+        if outcome.missing:
+            raise TaskNotFound(self.task_id)
+        return outcome.done
+
+    def _retry(self, queue: str, status: str, now: float, eta: float | None, front: bool,
+               priority: int | None) -> bool:
+        """A failed or canceled task back in line (see `requeue`)."""
+        outcome = self.scripts().retry(queue, self.task_id, status, now, eta=eta, front=front,
+                                       priority=priority)
+        if outcome.missing:
+            raise TaskNotFound(self.task_id)
+        return outcome.done
+
+    def cancel(self) -> bool:
+        """Cancel a waiting task: status `canceled`, out of every waiting structure, at once.
+
+        True when this call canceled it; False when it had finished already (complete,
+        failed or canceled). A task held by a listener raises `InvalidTransition`:
+        cancelling a running task is not supported yet.
+        """
+        queue = self._queue_name()
+        outcome = self.scripts().cancel(queue, self.task_id, time.time())
+        if outcome.done:
+            return True
+        if outcome.missing:
+            raise TaskNotFound(self.task_id)
+        if outcome.status in FINISHED:
+            return False
+        self._refuse(outcome, Status.CANCELED, "only a pending or scheduled task can be "
+                     "canceled; cancelling a running task is not supported")
+        return False
+
+    def delete(self) -> None:
+        """Blueque "Delete Finished Task"; `InvalidTransition` unless complete, failed or
+        canceled."""
+        queue = self._queue_name()
+        outcome = self.scripts().delete(queue, self.task_id)
+        if not outcome.done:
+            self._refuse(outcome, "deleted",
+                         "only a complete, failed or canceled task can be deleted")
+
+    def hmset(self, **kwargs: Any) -> Any:
+        protocol = {"status", "queue", "priority", "identifier"} & set(kwargs)
+        if protocol:
+            raise ProtocolError(f"{sorted(protocol)} change only through the protocol steps")
+        return super().hmset(**kwargs)

@@ -1,0 +1,163 @@
+"""How a task should run, as its producer says when enqueueing it: priority, delay or eta,
+identifier, front of the line, job model, and its own fields. Each option is checked
+here, before anything is written; `TaskOptions` is what the enqueue step receives.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from types import MappingProxyType
+from typing import Any, Protocol
+
+from .exceptions import ConfigurationError
+from .values import MAX_COUNT, MAX_SECONDS, check_number, encode, shown, timestamp
+
+#: priorities are whole numbers within these bounds (higher runs sooner); see lua/_line.lua
+MAX_PRIORITY = 1_000_000
+#: the longest identifier, in characters
+IDENTIFIER_MAX = 1000
+#: a job model's name: a dotted Python name (a class made in a function has '<locals>')
+MODEL_NAME_RE = re.compile(r"^[A-Za-z_<][A-Za-z0-9_<>]*(\.[A-Za-z_<][A-Za-z0-9_<>]*)*$")
+
+#: the lease terms a queue or a task may set, with the rules of their values
+TERM_RULES: dict[str, dict[str, Any]] = {
+    "ttr": {"minimum": 0, "above": True, "maximum": MAX_SECONDS},
+    "max_run_time": {"minimum": 0, "above": True, "maximum": MAX_SECONDS},
+    "max_attempts": {"integer": True, "minimum": 1, "maximum": MAX_COUNT},
+}
+
+#: task fields only the protocol steps write (or that have an option of their own)
+STEP_FIELDS = frozenset({
+    "status", "queue", "parameters", "result", "error", "node", "pid", "created", "updated",
+    "eta", "reclaimed_node", "attempt", "priority", "identifier", "model", "pstart",
+    "alive_until", "uncounted", "started_at", "periodic", "periodic_tick",
+})
+
+
+class JobModelLike(Protocol):
+    """What the options need of a `Job` class."""
+
+    @classmethod
+    def has_field(cls, name: str) -> bool: ...
+
+
+@dataclass(frozen=True)
+class TaskOptions:
+    """The checked options of one task: its `priority`, its `eta` (None: pending at once),
+    its `identifier`, whether it goes to the front of its priority (`prepend`), and the
+    other fields its hash gets (the job model's name among them)."""
+
+    priority: int = 0
+    eta: float | None = None
+    identifier: str | None = None
+    prepend: bool = False
+    fields: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "fields", MappingProxyType(dict(self.fields)))
+
+
+def check_priority(value: object, name: str = "priority") -> int:
+    """`value` if it is a whole number within `MAX_PRIORITY`, else `ConfigurationError`."""
+    checked: int = check_number(name, value, integer=True, minimum=-MAX_PRIORITY,
+                                maximum=MAX_PRIORITY)
+    return checked
+
+
+def priority_of(text: str | None) -> int:
+    """The priority a task's `priority` field records (0 when unset or not a whole number
+    within bounds), as the scripts read it (lua/_line.lua)."""
+    try:
+        value = float(text) if text else 0.0
+    except ValueError:
+        return 0
+    if value.is_integer() and abs(value) <= MAX_PRIORITY:
+        return int(value)
+    return 0
+
+
+def seconds(name: str, value: object) -> float:
+    """A delay: a number of seconds or a `timedelta`, finite and not negative."""
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    checked: float = check_number(name, value, minimum=0, maximum=MAX_SECONDS)
+    return checked
+
+
+def eta_of(now: float, delay: object = None, eta: object = None) -> float | None:
+    """When a task may run: `now + delay`, or `eta` (epoch seconds or a `datetime`); None
+    when neither is given, or the moment is not in the future."""
+    if delay is not None and eta is not None:
+        raise ConfigurationError("give a delay or an eta, not both")
+    if delay is not None:
+        wait = seconds("delay", delay)
+        return now + wait if wait > 0 else None
+    if eta is not None:
+        moment = timestamp("eta", eta)
+        return moment if moment > now else None
+    return None
+
+
+def check_identifier(value: object) -> str | None:
+    """An identifier: None, or text of 1 to `IDENTIFIER_MAX` characters (valid UTF-8)."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not 0 < len(value) <= IDENTIFIER_MAX:
+        raise ConfigurationError(f"identifier must be a str of 1 to {IDENTIFIER_MAX} "
+                                 f"characters, not {shown(value)}")
+    return encode(value, "identifier")
+
+
+def model_name(model: object) -> str:
+    """The name a task records for its job model: a `Job` subclass's `get_model_repr()`,
+    or a name given as text (a dotted Python name; nothing is ever imported from it)."""
+    if isinstance(model, str):
+        if not MODEL_NAME_RE.match(model) or len(model) > 300:
+            raise ConfigurationError(f"invalid job model name {shown(model)}: expected a "
+                                     "dotted Python name such as 'app.jobs.Export'")
+        return model
+    repr_of = getattr(model, "get_model_repr", None)
+    if not isinstance(model, type) or repr_of is None:
+        raise ConfigurationError(f"model must be a Job subclass or its name, not {shown(model)}")
+    return model_name(repr_of())
+
+
+def field_values(job_model: JobModelLike, fields: Mapping[str, Any]) -> dict[str, str]:
+    """The text of each extra field of a task: a field of `job_model` that no protocol step
+    writes. Lease terms follow `TERM_RULES`; `cancel_on_error` is kept only when true."""
+    values: dict[str, str] = {}
+    for name, value in fields.items():
+        if name in STEP_FIELDS or not job_model.has_field(name) or name in ("pk", "id"):
+            raise ConfigurationError(
+                f"unknown task option or field {name!r}" if not job_model.has_field(name)
+                else f"the {name!r} field is written by the queue, not given on enqueue")
+        if name in TERM_RULES:
+            values[name] = repr(check_number(f"task {name}", value, **TERM_RULES[name]))
+        elif name == "cancel_on_error":
+            if value:
+                values[name] = "1"
+        elif value is not None:
+            values[name] = encode(value, name)
+    return values
+
+
+def task_options(job_model: JobModelLike, now: float, *, priority: object = 0,
+                 delay: object = None, eta: object = None, identifier: object = None,
+                 prepend: object = False, model: object = None,
+                 **fields: Any) -> TaskOptions:
+    """Check the options of one task (see `Queue.enqueue`); `ConfigurationError` names the
+    first bad one, before anything is written."""
+    if not isinstance(prepend, bool):
+        raise ConfigurationError(f"prepend must be True or False, not {shown(prepend)}")
+    values = field_values(job_model, fields)
+    if model is not None:
+        values["model"] = model_name(model)
+    moment = eta_of(now, delay, eta)
+    if moment is not None and not math.isfinite(moment):
+        raise ConfigurationError(f"eta must be a finite moment, not {shown(moment)}")
+    return TaskOptions(check_priority(priority), moment, check_identifier(identifier),
+                       prepend, values)
