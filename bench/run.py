@@ -103,7 +103,7 @@ FULL = {"n": 2000, "latency_n": 50, "latency_idle": 1.0, "count_sizes": [40, 200
         "repetitions": 3, "scaling_sizes": [1000, 1_000_000], "scaling_ops": 500}
 QUICK = {"n": 200, "latency_n": 10, "latency_idle": 0.5, "count_sizes": [10, 40],
          "repetitions": 1, "scaling_sizes": [1000, 50_000], "scaling_ops": 100}
-TIMEOUTS = {"throughput": 300, "latency": 120, "count": 240, "scaling": 900}
+TIMEOUTS = {"throughput": 300, "latency": 120, "count": 240, "scaling": 900, "options": 300}
 ACTIONS = ("throughput", "latency", "count")
 
 
@@ -213,7 +213,9 @@ class Runner:
             self.server.stop()
             self.start_redis()
 
-    def run(self, peer: str, request: dict, label: str) -> dict:
+    def run(self, peer: str, request: dict, label: str, entry: list[str] | None = None) -> dict:
+        """Run `<venv python> -m peers.<peer> measure <request>` (or `<venv python> *entry
+        <request>`) and return its JSON result."""
         self.ensure_redis()
         request = {**request, "host": "127.0.0.1", "port": self.server.port,
                    "url": self.server.url, "queue": f"bench_{peer}"}
@@ -224,7 +226,8 @@ class Runner:
         started = time.monotonic()
         with open(LOGS / f"{label}-adapter.log", "ab") as err:
             self.current = subprocess.Popen(
-                [str(venv_python(peer)), "-m", f"peers.{peer}", "measure", json.dumps(request)],
+                [str(venv_python(peer)), *(entry or ["-m", f"peers.{peer}", "measure"]),
+                 json.dumps(request)],
                 cwd=BENCH, env=env, stdout=subprocess.PIPE, stderr=err,
                 stdin=subprocess.DEVNULL, start_new_session=True)
             try:
@@ -273,6 +276,84 @@ class Runner:
         if self.server is not None:
             self.server.stop()
             self.server = None
+
+
+# -- task options (limpyd-blueque only) ---------------------------------------------------
+# `run.py options '<json>'`, run by the limpyd-blueque venv, measures in one process, each
+# pair back to back (the order swapped every other repetition): N enqueues one call at a
+# time, plain and with `priority=5` and an identifier of its own; the same with the bulk
+# API; the drain of N tasks by one in-process worker, all at priority 0 and at priorities
+# 0, 5, 10 mixed. In the mixed drain, task `n` is the n-th to run (priority, then enqueue
+# order), so that the drain marks of task 0 and task N-1 are the first and the last.
+OPTIONS_FIGURES = [("enqueue", "enqueue, one call at a time", "plain", "priority=5 + identifier"),
+                   ("bulk", "enqueue, bulk API", "plain", "priority=5 + identifier"),
+                   ("drain", "drain, one in-process worker", "priority 0", "priorities 0/5/10")]
+
+
+def measure_options(cfg: dict) -> dict:
+    from limpyd_blueque import Queue, use_redis
+    from peers._common import END_KEY, START_KEY, WorkerProcess, control, payload, wait_list
+
+    ctl, n = control(cfg), cfg["n"]
+    use_redis(cfg["url"])
+
+    def fresh() -> Queue:
+        ctl.flushall()
+        return Queue.named(cfg["queue"])
+
+    def enqueue(options: bool) -> float:
+        queue, params = fresh(), [payload(i) for i in range(n)]
+        started = time.perf_counter()
+        for i, value in enumerate(params):
+            queue.enqueue(value, priority=5, identifier=f"t{i}") if options else queue.enqueue(value)
+        return n / (time.perf_counter() - started)
+
+    def bulk(options: bool) -> float:
+        queue, params = fresh(), [payload(i) for i in range(n)]
+        extra = {"priority": 5, "options": [{"identifier": f"t{i}"} for i in range(n)]}
+        started = time.perf_counter()
+        queue.enqueue_many(params, **(extra if options else {}))
+        return n / (time.perf_counter() - started)
+
+    def drain(options: bool) -> float:
+        queue = fresh()
+        priorities = [(0, 5, 10)[i % 3] if options else 0 for i in range(n)]
+        order = sorted(range(n), key=lambda i: (-priorities[i], i))
+        rank = {task: position for position, task in enumerate(order)}
+        queue.enqueue_many([payload(rank[i]) for i in range(n)],
+                           options=[{"priority": p} for p in priorities])
+        worker = WorkerProcess("peers.limpyd_blueque", "worker-inprocess", cfg,
+                               {"BENCH_MARKS": "drain", "BENCH_N": n}, f"drain-{options}")
+        try:
+            start = float(wait_list(ctl, START_KEY, 1, 60, worker)[0])
+            end = float(wait_list(ctl, END_KEY, 1, 300, worker)[0])
+            left = queue.counts()["pending"]
+        finally:
+            worker.stop()
+        if left:
+            raise RuntimeError(f"{left} task(s) still pending after the last one ran")
+        return (n - 1) / (end - start)
+
+    figures: dict = {}
+    for name, measure in (("enqueue", enqueue), ("bulk", bulk), ("drain", drain)):
+        for options in ((True, False) if cfg.get("swap") else (False, True)):
+            figures[f"{name}_{'options' if options else 'plain'}_per_s"] = measure(options)
+        figures[f"{name}_ratio"] = figures[f"{name}_options_per_s"] / figures[f"{name}_plain_per_s"]
+    ctl.flushall()
+    return {"figures": figures}
+
+
+def options_child(request: str) -> int:
+    """`run.py options '<json>'`: one line of JSON on stdout, as the adapters print."""
+    import traceback
+
+    try:
+        result = {"ok": True, **measure_options(json.loads(request))}
+    except Exception as error:
+        traceback.print_exc()
+        result = {"ok": False, "error": f"{type(error).__name__}: {error}"[:2000]}
+    print(json.dumps(result), flush=True)
+    return 0
 
 
 # -- summaries ---------------------------------------------------------------------------
@@ -474,6 +555,19 @@ def markdown(report: dict, rows: list[tuple]) -> str:
                       f"{fmt(lb['at_1k'])} ms among 1k (storing them with `Error.add_errors`: "
                       f"{fmt(raw['error_store_100000_s'])} s for 100k)."]
 
+    options = report.get("options", {}).get("summary")
+    if options:
+        parts += ["", "## Task options (limpyd-blueque)", "",
+                  "Measured in one process per repetition, each pair back to back (order "
+                  "swapped every other repetition); ratio = with options / without, "
+                  "per repetition, then the median.", ""]
+        body = [[label, f"{base}: {cell(options[f'{name}_plain_per_s'])}",
+                 f"{other}: {cell(options[f'{name}_options_per_s'])}",
+                 cell(options[f"{name}_ratio"])]
+                for name, label, base, other in OPTIONS_FIGURES]
+        parts.append(table(["figure (tasks/s)", "without options", "with options", "ratio"],
+                           body))
+
     parts += ["", "## Failures", ""]
     if failures:
         for key, errors in failures.items():
@@ -510,6 +604,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--repetitions", type=int, help="repetitions (default 3; --quick: 1)")
     parser.add_argument("--peers", help="comma-separated peers to run (default: all)")
     parser.add_argument("--no-scaling", action="store_true", help="skip the scaling test")
+    parser.add_argument("--no-options", action="store_true",
+                        help="skip the task options scenario (limpyd-blueque)")
     parser.add_argument("--no-plot", action="store_true", help="do not draw the PNG")
     return parser.parse_args(argv)
 
@@ -540,6 +636,7 @@ def main(argv: list[str] | None = None) -> int:
     runner = Runner(uuid.uuid4().hex)
     runs: list[dict] = []
     scaling: dict = {}
+    options_runs: list[dict] = []
     try:
         venvs = ensure_venvs(sorted(wanted) + ([] if args.no_plot else ["plot"]))
         log(f"venvs ready in {time.monotonic() - began:.0f} s")
@@ -576,6 +673,13 @@ def main(argv: list[str] | None = None) -> int:
                     scaling[peer] = result
                     log(f"scaling {peer}: {'ok' if result.get('ok') else result.get('error')} "
                         f"({result.get('seconds')} s)")
+        if LB in wanted and venvs[LB]["ok"] and not args.no_options:
+            for rep in range(1, repetitions + 1):
+                result = runner.run(LB, {**request_base, "action": "options", "swap": rep % 2 == 0},
+                                    f"options-r{rep}", entry=[str(BENCH / "run.py"), "options"])
+                options_runs.append({"repetition": rep, **result})
+                log(f"options {rep}/{repetitions}: "
+                    f"{'ok' if result.get('ok') else result.get('error')} ({result.get('seconds')} s)")
     finally:
         runner.close()
     per_rep, summary = collect(runs, rows)
@@ -587,6 +691,14 @@ def main(argv: list[str] | None = None) -> int:
     for peer, result in scaling.items():
         if not result.get("ok"):
             failures.setdefault(f"{peer}/scaling", []).append(result.get("error"))
+    for run in options_runs:
+        if not run.get("ok"):
+            failures.setdefault(f"{LB}/options", []).append(
+                f"repetition {run['repetition']}: {run.get('error')}")
+    ok_options = [run["figures"] for run in options_runs if run.get("ok")]
+    options = {"runs": options_runs, "summary": {
+        key: spread([figures[key] for figures in ok_options]) for key in
+        (ok_options[0] if ok_options else {})}}
     meta["finished"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     meta["elapsed_seconds"] = round(time.monotonic() - began, 1)
     meta["rows"] = [{"key": row_key(p, m), "peer": p, "mode": m, "kind": k, "label": label}
@@ -595,7 +707,7 @@ def main(argv: list[str] | None = None) -> int:
                        for k, label, unit, better, scope in FIGURES]
     report = {"meta": meta, "summary": summary, "per_repetition": per_rep,
               "ratios": ratios(per_rep, rows, repetitions), "scaling": scaling,
-              "failures": failures, "runs": runs}
+              "options": options, "failures": failures, "runs": runs}
     text = markdown(report, rows)
     write_atomic(RESULTS / "latest.json", json.dumps(report, indent=1, sort_keys=False) + "\n")
     write_atomic(RESULTS / "latest.md", text)
@@ -610,4 +722,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(options_child(sys.argv[2]) if sys.argv[1:2] == ["options"] else main())

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from types import MappingProxyType
 from typing import Any
@@ -20,26 +20,27 @@ from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .connection import reaching
-from .exceptions import ProtocolError, TaskExists
+from .exceptions import ProtocolError, QueueBusy, TaskExists
 from .keys import KeySpace
 from .options import TaskOptions
 
 SCRIPT_NAMES = (
     "enqueue", "enqueue_due", "reserve", "start", "finish", "delete",
     "add_listener", "remove_listener", "materialize", "requeue", "renew", "recover",
-    "tidy", "terms", "cancel", "retry", "tick",
+    "tidy", "terms", "cancel", "retry", "tick", "bury", "touch", "kick", "expire_due", "empty",
 )
 
 #: shared Lua functions, prepended to the scripts that use them
 SHARED = {
     "_types": ("enqueue", "enqueue_due", "reserve", "start", "finish", "delete",
                "add_listener", "remove_listener", "requeue", "renew", "recover", "tidy",
-               "terms", "materialize", "cancel", "retry", "tick"),  # the type checks before a write
-    "_holder": ("start", "finish", "requeue"),  # the holder check
-    "_terms": ("reserve", "recover", "terms"),  # a task's lease terms
+               "terms", "materialize", "cancel", "retry", "tick", "bury", "touch", "kick",
+               "expire_due", "empty"),  # the type checks before a write
+    "_holder": ("start", "finish", "requeue", "bury", "touch"),  # the holder check
+    "_terms": ("reserve", "recover", "terms", "enqueue"),  # a task's lease terms, numbers
     # where a pending task waits, by its priority; the identifiers of waiting tasks
     "_line": ("enqueue", "enqueue_due", "reserve", "requeue", "recover", "cancel", "retry",
-              "tidy"),
+              "tidy", "kick", "expire_due", "delete", "empty"),
 }
 
 
@@ -150,9 +151,11 @@ class PassedOver:
     quarantined: dict[str, tuple[str, str]]
     broken: dict[str, str]
     more: bool
+    expired: list[str] = field(default_factory=list)  # past their ttl: expired, not run
 
     def __bool__(self) -> bool:
-        return bool(self.dropped or self.quarantined or self.broken or self.more)
+        return bool(self.dropped or self.quarantined or self.broken or self.more
+                    or self.expired)
 
 
 @dataclass(frozen=True)
@@ -196,8 +199,9 @@ class Outcome:
         return cls(False, status=reply[1], node=reply[2] or None, attempt=reply[3] or None)
 
 
-class Scripts:
-    """The protocol steps on one Redis client, for one key space."""
+class ScriptRunner:
+    """The scripts of `lua/` registered on one Redis client, for one key space; `_run`
+    calls one and turns its refusals into this library's errors."""
 
     def __init__(self, client: redis.Redis, keys: KeySpace) -> None:
         self.client = client
@@ -228,70 +232,16 @@ class Scripts:
             with reaching(self.client):  # the error again, naming the server
                 raise
 
-    def enqueue(self, queue: str, tasks: Sequence[tuple[str, str, TaskOptions]],
-                now: float) -> list[tuple[str, bool]]:
-        """Create tasks `(id, parameters, options)`, pending or scheduled, all or none.
 
-        Returns, per task, the id of its task and whether it was created: a task whose
-        identifier maps to a waiting task of the queue returns that task's id instead.
-        """
-        k = self.keys
-        keys = [k.queues, k.pending(queue), k.prioritized(queue), k.scheduled(queue),
-                k.identifiers(queue), *(k.task(task_id) for task_id, _, _ in tasks)]
-        args: list[object] = [queue, now, k.wake_channel(queue), k.task_prefix]
-        for task_id, parameters, options in tasks:
-            args += [task_id, parameters, options.priority, options.eta,
-                     "1" if options.prepend else "", options.identifier, len(options.fields)]
-            for name, value in options.fields.items():
-                args += [name, value]
-        flat = self._run("enqueue", keys, args)
-        return [(task_id, bool(int(created))) for task_id, created in zip(flat[::2], flat[1::2])]
+class Upkeep:
+    """The steps that keep the queues healthy rather than move one task along: leases and
+    liveness (`renew`), taking back (`recover`, `terms`), the deep clean (`tidy`, `unmap`,
+    `reline`) and collection filtering (`materialize`)."""
 
-    def enqueue_due(self, queue: str, now: float, limit: int = 0) -> list[str]:
-        """Move the due scheduled tasks of a queue to its pending list; return their ids.
-
-        A due id whose key holds no task hash (gone, or a value of another type) leaves the
-        schedule without being pushed."""
-        k = self.keys
-        moved, _ = self._run("enqueue_due",
-                             [k.scheduled(queue), k.pending(queue), k.prioritized(queue)],
-                             [now, k.task_prefix, k.wake_channel(queue), limit])
-        return list(moved)
-
-    def reserve(self, queues: Sequence[str], listener_id: str, now: float, *,
-                pid: int | None = None, pstart: str | None = None,
-                ttrs: Sequence[float | str | None] | None = None,
-                max_run_time: float | None = None, max_attempts: int | None = None,
-                ) -> tuple[Reservation | None, PassedOver]:
-        """Take the next pending task: the first in line of the highest priority found in
-        the queues, from the first queue that has it.
-
-        With `pid`, the task is started by that pid (whose start mark is `pstart`) in
-        the same step. `ttrs` (one per queue), `max_run_time` and `max_attempts` are the
-        defaults of the lease terms (see `Reservation`). Returns the reservation (or
-        None) and what was passed over on the way (see `PassedOver`).
-        """
-        k = self.keys
-        keys: list[str] = []
-        args: list[object] = [k.task_prefix, listener_id, now, pid, pstart, max_run_time,
-                              max_attempts, PASS_OVER_BOUND]
-        ttrs = list(ttrs) if ttrs is not None else [None] * len(queues)
-        for queue, ttr in zip(queues, ttrs):
-            keys += [k.pending(queue), k.reserved(queue, listener_id), k.leases(queue),
-                     k.started(queue), k.queue_settings(queue), k.failed(queue),
-                     k.prioritized(queue), k.identifiers(queue)]
-            args += [ttr, queue]
-        reply = self._run("reserve", keys, args)
-        index, task_id, flat = reply[:3]
-        dropped, quarantined, broken, more = reply[6:]
-        passed = PassedOver(list(dropped),
-                            {task_id: (queue, why) for queue, task_id, why
-                             in zip(quarantined[::3], quarantined[1::3], quarantined[2::3])},
-                            {queues[int(i) - 1]: why for i, why in zip(broken[::2], broken[1::2])},
-                            bool(int(more)))
-        if not int(index):
-            return None, passed
-        return Reservation.from_reply(task_id, queues[int(index) - 1], flat, reply[3:6]), passed
+    def __init__(self, runner: ScriptRunner) -> None:
+        self._run = runner._run
+        self.keys = runner.keys
+        self.client = runner.client
 
     def terms(self, queue: str, task_id: str, ttr: float | None,
               max_run_time: float | None, max_attempts: int | None) -> Reservation | None:
@@ -303,74 +253,6 @@ class Scripts:
         if not flat:
             return None
         return Reservation.from_reply(task_id, queue, flat, terms)
-
-    def start(self, queue: str, task_id: str, listener_id: str, pid: int, now: float,
-              attempt: int | str | None = None, pstart: str | None = None) -> Outcome:
-        """Record that process `pid` (started at `pstart`) runs a reserved task."""
-        k = self.keys
-        reply = self._run("start", [k.task(task_id), k.started(queue)],
-                          [task_id, listener_id, pid, now, attempt, pstart])
-        return Outcome.from_reply(reply)
-
-    def finish(self, queue: str, task_id: str, listener_id: str, status: str, value: str,
-               now: float, pid: int | None = None, attempt: int | str | None = None) -> Outcome:
-        """Complete or fail a task held by `listener_id` (and `attempt`, when given)."""
-        k = self.keys
-        keys = [k.task(task_id), k.reserved(queue, listener_id), k.started(queue),
-                k.finished(queue, status), k.leases(queue)]
-        reply = self._run("finish", keys,
-                          [task_id, listener_id, pid, status, value, now, attempt])
-        return Outcome.from_reply(reply)
-
-    def delete(self, queue: str, task_id: str) -> Outcome:
-        """Delete a complete, failed or canceled task of `queue`."""
-        k = self.keys
-        reply = self._run("delete", [k.task(task_id), k.complete(queue), k.failed(queue),
-                                     k.canceled(queue)], [task_id, queue])
-        if int(reply[0]) == 0:
-            return Outcome(False, status=reply[1], node=None, attempt=None)
-        return Outcome.from_reply(reply)
-
-    def requeue(self, queue: str, task_id: str, listener_id: str, now: float, *,
-                attempt: int | str | None = None, eta: float | None = None,
-                error: str | None = None, front: bool = False,
-                priority_delta: int | None = None, uncounted: bool = False) -> Outcome:
-        """Put a task held by `listener_id` back: pending now, or scheduled at `eta`.
-
-        With `uncounted`, this attempt does not count toward the task's maximum (it was
-        not a failure: the task delayed itself)."""
-        k = self.keys
-        keys = [k.task(task_id), k.reserved(queue, listener_id), k.started(queue),
-                k.pending(queue), k.scheduled(queue), k.leases(queue), k.prioritized(queue),
-                k.identifiers(queue)]
-        reply = self._run("requeue", keys, [
-            task_id, listener_id, attempt, now, eta, error, k.wake_channel(queue),
-            "front" if front else "back", priority_delta, "1" if uncounted else "",
-            k.task_prefix, queue])
-        return Outcome.from_reply(reply)
-
-    def cancel(self, queue: str, task_id: str, now: float) -> Outcome:
-        """Cancel a waiting (pending or scheduled) task of `queue`."""
-        k = self.keys
-        keys = [k.task(task_id), k.pending(queue), k.prioritized(queue), k.scheduled(queue),
-                k.identifiers(queue), k.canceled(queue)]
-        reply = self._run("cancel", keys, [task_id, queue, now])
-        if int(reply[0]) == 0:
-            return Outcome(False, status=reply[1])
-        return Outcome.from_reply(reply)
-
-    def retry(self, queue: str, task_id: str, status: str, now: float, *,
-              eta: float | None = None, front: bool = False,
-              priority: int | None = None) -> Outcome:
-        """Put a failed or canceled task (its `status` as the caller found it) back in line."""
-        k = self.keys
-        keys = [k.task(task_id), k.finished(queue, status), k.pending(queue),
-                k.prioritized(queue), k.scheduled(queue), k.identifiers(queue)]
-        reply = self._run("retry", keys, [task_id, queue, status, now, eta, "1" if front else "",
-                                          priority, k.wake_channel(queue), k.task_prefix])
-        if int(reply[0]) == 0:
-            return Outcome(False, status=reply[1])
-        return Outcome.from_reply(reply)
 
     def renew(self, leases: Sequence[tuple[str, str, int | str, float | None]], *,
               beat: Beat | None = None, liveness_timeout: float = 0.0,
@@ -452,6 +334,216 @@ class Scripts:
         return bool(self._run("tidy", [k.task(task_id), k.pending(queue), k.prioritized(queue)],
                               ["reline", "list", task_id, "", "pending"]))
 
+    def materialize(self, destination: str, sources: Sequence[tuple[str, str, str]],
+                    expire: int = 60) -> int:
+        """Fill `destination` with ids from `(key, kind, status)` sources whose status matches."""
+        keys = [destination, *(key for key, _, _ in sources)]
+        args = [self.keys.task_prefix, expire, *(f"{kind} {status}" for _, kind, status in sources)]
+        return int(self._run("materialize", keys, args))
+
+
+class Scripts(ScriptRunner):
+    """The protocol steps on one Redis client, for one key space: a task's life, from its
+    enqueue to its outcome; `upkeep` holds the steps that keep the queues healthy."""
+
+    def __init__(self, client: redis.Redis, keys: KeySpace) -> None:
+        super().__init__(client, keys)
+        self.upkeep = Upkeep(self)
+
+    def enqueue(self, queue: str, tasks: Sequence[tuple[str, str, TaskOptions]],
+                now: float) -> list[tuple[str, bool]]:
+        """Create tasks `(id, parameters, options)`, pending or scheduled, all or none.
+
+        Returns, per task, the id of its task and whether it was created: a task whose
+        identifier maps to a waiting task of the queue returns that task's id instead.
+        """
+        k = self.keys
+        keys = [k.queues, k.pending(queue), k.prioritized(queue), k.scheduled(queue),
+                k.identifiers(queue), k.queue_settings(queue), k.expiry(queue),
+                k.statistics(queue), *(k.task(task_id) for task_id, _, _ in tasks)]
+        args: list[object] = [queue, now, k.wake_channel(queue), k.task_prefix]
+        for task_id, parameters, options in tasks:
+            args += [task_id, parameters, options.priority, options.eta,
+                     "1" if options.prepend else "", options.identifier, options.ttl,
+                     len(options.fields)]
+            for name, value in options.fields.items():
+                args += [name, value]
+        flat = self._run("enqueue", keys, args)
+        return [(task_id, bool(int(created))) for task_id, created in zip(flat[::2], flat[1::2])]
+
+    def enqueue_due(self, queue: str, now: float, limit: int = 0) -> list[str]:
+        """Move the due scheduled tasks of a queue to its pending list; return their ids.
+
+        A due id whose key holds no task hash (gone, or a value of another type) leaves the
+        schedule without being pushed."""
+        k = self.keys
+        moved, _ = self._run("enqueue_due",
+                             [k.scheduled(queue), k.pending(queue), k.prioritized(queue)],
+                             [now, k.task_prefix, k.wake_channel(queue), limit])
+        return list(moved)
+
+    def reserve(self, queues: Sequence[str], listener_id: str, now: float, *,
+                pid: int | None = None, pstart: str | None = None,
+                ttrs: Sequence[float | str | None] | None = None,
+                max_run_time: float | None = None, max_attempts: int | None = None,
+                ) -> tuple[Reservation | None, PassedOver]:
+        """Take the next pending task: the first in line of the highest priority found in
+        the queues, from the first queue that has it.
+
+        With `pid`, the task is started by that pid (whose start mark is `pstart`) in
+        the same step. `ttrs` (one per queue), `max_run_time` and `max_attempts` are the
+        defaults of the lease terms (see `Reservation`). Returns the reservation (or
+        None) and what was passed over on the way (see `PassedOver`).
+        """
+        k = self.keys
+        keys: list[str] = []
+        args: list[object] = [k.task_prefix, listener_id, now, pid, pstart, max_run_time,
+                              max_attempts, PASS_OVER_BOUND]
+        ttrs = list(ttrs) if ttrs is not None else [None] * len(queues)
+        for queue, ttr in zip(queues, ttrs):
+            keys += [k.pending(queue), k.reserved(queue, listener_id), k.leases(queue),
+                     k.started(queue), k.queue_settings(queue), k.failed(queue),
+                     k.prioritized(queue), k.identifiers(queue), k.expiry(queue),
+                     k.expired(queue), k.statistics(queue)]
+            args += [ttr, queue]
+        reply = self._run("reserve", keys, args)
+        index, task_id, flat = reply[:3]
+        dropped, quarantined, broken, more, expired = reply[6:]
+        passed = PassedOver(list(dropped),
+                            {task_id: (queue, why) for queue, task_id, why
+                             in zip(quarantined[::3], quarantined[1::3], quarantined[2::3])},
+                            {queues[int(i) - 1]: why for i, why in zip(broken[::2], broken[1::2])},
+                            bool(int(more)), list(expired))
+        if not int(index):
+            return None, passed
+        return Reservation.from_reply(task_id, queues[int(index) - 1], flat, reply[3:6]), passed
+
+    def start(self, queue: str, task_id: str, listener_id: str, pid: int, now: float,
+              attempt: int | str | None = None, pstart: str | None = None) -> Outcome:
+        """Record that process `pid` (started at `pstart`) runs a reserved task."""
+        k = self.keys
+        reply = self._run("start", [k.task(task_id), k.started(queue)],
+                          [task_id, listener_id, pid, now, attempt, pstart])
+        return Outcome.from_reply(reply)
+
+    def finish(self, queue: str, task_id: str, listener_id: str, status: str, value: str,
+               now: float, pid: int | None = None, attempt: int | str | None = None) -> Outcome:
+        """Complete or fail a task held by `listener_id` (and `attempt`, when given)."""
+        k = self.keys
+        keys = [k.task(task_id), k.reserved(queue, listener_id), k.started(queue),
+                k.finished(queue, status), k.leases(queue), k.statistics(queue)]
+        reply = self._run("finish", keys,
+                          [task_id, listener_id, pid, status, value, now, attempt])
+        return Outcome.from_reply(reply)
+
+    def delete(self, queue: str, task_id: str, *, finished_only: bool = False) -> Outcome:
+        """Delete a task of `queue` that is not running (with `finished_only`: complete,
+        failed, canceled or expired, as Blueque's "Delete Finished Task")."""
+        k = self.keys
+        keys = [k.task(task_id), k.complete(queue), k.failed(queue), k.canceled(queue),
+                k.expired(queue), k.buried(queue), k.pending(queue), k.prioritized(queue),
+                k.scheduled(queue), k.identifiers(queue), k.expiry(queue), k.statistics(queue)]
+        reply = self._run("delete", keys,
+                          [task_id, queue, "finished" if finished_only else "any"])
+        if int(reply[0]) == 0:
+            return Outcome(False, status=reply[1], node=None, attempt=None)
+        return Outcome.from_reply(reply)
+
+    def requeue(self, queue: str, task_id: str, listener_id: str, now: float, *,
+                attempt: int | str | None = None, eta: float | None = None,
+                error: str | None = None, front: bool = False,
+                priority_delta: int | None = None, uncounted: bool = False) -> Outcome:
+        """Put a task held by `listener_id` back: pending now, or scheduled at `eta`.
+
+        With `uncounted`, this attempt does not count toward the task's maximum (it was
+        not a failure: the task delayed itself)."""
+        k = self.keys
+        keys = [k.task(task_id), k.reserved(queue, listener_id), k.started(queue),
+                k.pending(queue), k.scheduled(queue), k.leases(queue), k.prioritized(queue),
+                k.identifiers(queue), k.statistics(queue)]
+        reply = self._run("requeue", keys, [
+            task_id, listener_id, attempt, now, eta, error, k.wake_channel(queue),
+            "front" if front else "back", priority_delta, "1" if uncounted else "",
+            k.task_prefix, queue])
+        return Outcome.from_reply(reply)
+
+    def bury(self, queue: str, task_id: str, listener_id: str, now: float, *,
+             attempt: int | str | None = None, why: str | None = None) -> Outcome:
+        """Bury a task held by `listener_id` (and `attempt`): out of line until kicked."""
+        k = self.keys
+        keys = [k.task(task_id), k.reserved(queue, listener_id), k.started(queue),
+                k.leases(queue), k.buried(queue), k.statistics(queue)]
+        return Outcome.from_reply(self._run("bury", keys,
+                                            [task_id, listener_id, attempt, now, why]))
+
+    def touch(self, queue: str, task_id: str, listener_id: str, seconds: float, *,
+              attempt: int | str | None = None) -> tuple[Outcome, float | None]:
+        """Extend the lease of a task held by `listener_id` by `seconds`; its new end
+        (None: it has no expiry)."""
+        k = self.keys
+        reply = self._run("touch", [k.task(task_id), k.leases(queue), k.statistics(queue)],
+                          [task_id, listener_id, attempt, seconds])
+        if int(reply[0]) != 1:
+            return Outcome.from_reply(reply), None
+        return Outcome(True), _number(reply[1])
+
+    def kick(self, queue: str, count: int, now: float) -> list[str]:
+        """Put up to `count` buried tasks of `queue` back in line, oldest first."""
+        k = self.keys
+        keys = [k.buried(queue), k.pending(queue), k.prioritized(queue), k.identifiers(queue),
+                k.statistics(queue)]
+        return list(self._run("kick", keys, [count, now, k.wake_channel(queue), k.task_prefix,
+                                             queue]))
+
+    def expire_due(self, queue: str, now: float, limit: int) -> list[str]:
+        """Expire up to `limit` waiting tasks of `queue` past their ttl; their ids."""
+        k = self.keys
+        keys = [k.expiry(queue), k.pending(queue), k.prioritized(queue), k.scheduled(queue),
+                k.identifiers(queue), k.expired(queue), k.statistics(queue)]
+        return list(self._run("expire_due", keys, [now, k.task_prefix, limit]))
+
+    def empty(self, queue: str, mode: str, limit: int) -> tuple[int, bool]:
+        """One chunk of a 'truncate' (delete the waiting tasks) or a 'drop' (every task,
+        then the queue); `(tasks deleted, done)`. A drop of a queue with listeners or
+        running tasks raises `QueueBusy`."""
+        k = self.keys
+        keys = [k.pending(queue), k.prioritized(queue), k.scheduled(queue), k.identifiers(queue),
+                k.expiry(queue), k.statistics(queue), k.listeners(queue), k.leases(queue),
+                k.started(queue), k.complete(queue), k.failed(queue), k.canceled(queue),
+                k.expired(queue), k.buried(queue), k.queue_settings(queue), k.queues,
+                k.periodic(queue), k.periodic_due(queue)]
+        try:
+            deleted, done = self._run("empty", keys, [mode, k.task_prefix, queue, limit])
+        except ResponseError as error:
+            if "QUEUEBUSY" not in str(error):
+                raise
+            raise QueueBusy(f"queue {queue!r} has listeners or running tasks: stop its "
+                            "workers first") from None
+        return int(deleted), bool(int(done))
+
+    def cancel(self, queue: str, task_id: str, now: float) -> Outcome:
+        """Cancel a waiting (pending or scheduled) task of `queue`."""
+        k = self.keys
+        keys = [k.task(task_id), k.pending(queue), k.prioritized(queue), k.scheduled(queue),
+                k.identifiers(queue), k.canceled(queue), k.expiry(queue), k.statistics(queue)]
+        reply = self._run("cancel", keys, [task_id, queue, now])
+        if int(reply[0]) == 0:
+            return Outcome(False, status=reply[1])
+        return Outcome.from_reply(reply)
+
+    def retry(self, queue: str, task_id: str, status: str, now: float, *,
+              eta: float | None = None, front: bool = False,
+              priority: int | None = None) -> Outcome:
+        """Put a failed or canceled task (its `status` as the caller found it) back in line."""
+        k = self.keys
+        keys = [k.task(task_id), k.finished(queue, status), k.pending(queue),
+                k.prioritized(queue), k.scheduled(queue), k.identifiers(queue)]
+        reply = self._run("retry", keys, [task_id, queue, status, now, eta, "1" if front else "",
+                                          priority, k.wake_channel(queue), k.task_prefix])
+        if int(reply[0]) == 0:
+            return Outcome(False, status=reply[1])
+        return Outcome.from_reply(reply)
+
     def add_listener(self, queue: str, listener_id: str) -> bool:
         k = self.keys
         return bool(self._run("add_listener", [k.listeners(queue), k.queues],
@@ -461,13 +553,6 @@ class Scripts:
         k = self.keys
         return bool(self._run("remove_listener", [k.listeners(queue), k.queues],
                               [listener_id, queue]))
-
-    def materialize(self, destination: str, sources: Sequence[tuple[str, str, str]],
-                    expire: int = 60) -> int:
-        """Fill `destination` with ids from `(key, kind, status)` sources whose status matches."""
-        keys = [destination, *(key for key, _, _ in sources)]
-        args = [self.keys.task_prefix, expire, *(f"{kind} {status}" for _, kind, status in sources)]
-        return int(self._run("materialize", keys, args))
 
     def tick(self, queue: str, name: str, *, seen: str, due: float, next_due: float,
              task_id: str, parameters: str, tick: float, after: str, now: float,

@@ -48,7 +48,7 @@ def light_clean(queue_model: type[Queue] = Queue, *, max_attempts: int | None = 
     # a lease set of another type is an error in its place: that queue is skipped
     candidates = [(name, task_id, None, None) for name, ids in zip(names, expired)
                   if not isinstance(ids, Exception) for task_id in ids]
-    return queue_model.scripts().recover(candidates, now, expired_only=True,
+    return queue_model.scripts().upkeep.recover(candidates, now, expired_only=True,
                                          max_attempts=max_attempts, why="lease expired")
 
 
@@ -99,15 +99,15 @@ def _file_again(queue_model: type[Queue], task_id: str, task: dict[str, str | No
     status, name = Status(task["status"]), str(task["queue"])
     if status in RUNNING:
         key, kind = keys.held_structure(name)
-        if scripts.tidy("relist", task_id, key, kind, status.value, "+inf"):
+        if scripts.upkeep.tidy("relist", task_id, key, kind, status.value, "+inf"):
             report.indexed.append(task_id)
         return
     key, kind = keys.status_structure(name, status)
     if status is Status.PENDING:  # in line by its priority, whichever structure that is
-        if scripts.reline(name, task_id):
+        if scripts.upkeep.reline(name, task_id):
             report.relisted.append((task_id, key))
         return
-    if scripts.tidy("relist", task_id, key, kind, status.value, task["eta"] or now):
+    if scripts.upkeep.tidy("relist", task_id, key, kind, status.value, task["eta"] or now):
         report.relisted.append((task_id, key))
 
 
@@ -165,7 +165,7 @@ def deep_clean(queue_model: type[Queue] = Queue, *, max_attempts: int | None = N
     listeners = _unregister_dead_listeners(queue_model, names,
                                            server_time(queue_model.client()), report)
     to_recover = _check_tasks(queue_model, tasks, listeners, report, now)
-    report.recovered = queue_model.scripts().recover(
+    report.recovered = queue_model.scripts().upkeep.recover(
         to_recover, now, expired_only=False, max_attempts=max_attempts,
         why="its listener is gone")
     for name in names:
@@ -272,7 +272,7 @@ def _drop_strays(queue_model: type[Queue], name: str, report: CleanReport) -> No
     identifiers = keys.identifiers(name)
     with report.isolating(identifiers):
         for identifier, task_id in client.hscan_iter(identifiers, count=1000):
-            if queue_model.scripts().unmap(name, identifier, task_id):
+            if queue_model.scripts().upkeep.unmap(name, identifier, task_id):
                 report.dropped.append((identifiers, identifier))
 
 
@@ -284,12 +284,12 @@ def _drop_from(queue_model: type[Queue], key: str, kind: str, statuses: tuple[St
     if kind == "started":  # members "<listener> <pid> <task id>"
         for member in cast("set[str]", client.smembers(key)):
             with report.isolating(queue_model.keys().task(member.rpartition(" ")[2])):
-                if scripts.tidy("unlist", member.rpartition(" ")[2], key, "set", allowed,
+                if scripts.upkeep.tidy("unlist", member.rpartition(" ")[2], key, "set", allowed,
                                 member):
                     report.dropped.append((key, member))
         return
     members = client.lrange(key, 0, -1) if kind == "list" else client.zrange(key, 0, -1)
     for task_id in set(cast("list[str]", members)):
         with report.isolating(queue_model.keys().task(task_id)):
-            if scripts.tidy("unlist", task_id, key, kind, allowed):
+            if scripts.upkeep.tidy("unlist", task_id, key, kind, allowed):
                 report.dropped.append((key, task_id))

@@ -93,7 +93,7 @@ class ClientQueue:
         if task.queue != self.name:
             raise InvalidTransition(task.id, task.status, "deleted",
                                     f"it is in queue {task.queue!r}, not {self.name!r}")
-        self._queue.job_model.lazy_connect(task.id).delete()
+        self._queue.job_model.lazy_connect(task.id).delete(finished_only=True)
 
 
 class _WireQueue:

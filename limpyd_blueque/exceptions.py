@@ -73,6 +73,10 @@ class WorkerInterrupted(BaseException):
     """Raised in an in-process task when the worker must stop at once (it is requeued)."""
 
 
+class QueueBusy(LimpydBluequeError):
+    """A queue cannot be dropped while it has listeners or running tasks."""
+
+
 class UnknownJobModel(ConfigurationError):
     """A task names a job model its worker was not given: it is failed, never run."""
 

@@ -143,7 +143,11 @@ class WorkerHooks(WorkerSettings):
     def passed_over(self, passed: PassedOver) -> None:
         """What a reserve step passed over: ids that were not pending tasks (one line with
         their count), quarantined tasks (`task_quarantined` each), queues with a key of
-        another type (one line a minute each); the other queues went on."""
+        another type (one line a minute each), tasks past their ttl (expired, one line);
+        the other queues went on."""
+        if passed.expired:
+            self.log(f"expired {len(passed.expired)} task(s) not started within their ttl "
+                     f"(first: {printable(passed.expired[0])})")
         if passed.dropped:
             self.log(f"dropped {len(passed.dropped)} pending id(s) that were not pending tasks "
                      f"(first: {passed.dropped[0]!a})", logging.WARNING)

@@ -47,6 +47,8 @@ STATUS_STRUCTURES: dict[Status, tuple[tuple[str, str], ...]] = {
     Status.COMPLETE: (("complete", "list"),),
     Status.FAILED: (("failed", "list"),),
     Status.CANCELED: (("canceled", "list"),),
+    Status.BURIED: (("buried", "list"),),
+    Status.EXPIRED: (("expired", "list"),),
 }
 
 # Queue names end up inside keys and inside `SCAN` patterns, so they are limited to
@@ -217,6 +219,22 @@ class KeySpace:
     def canceled(self, queue: str) -> str:
         """List of canceled task ids, newest first."""
         return self._own("canceled", queue)
+
+    def buried(self, queue: str) -> str:
+        """List of buried task ids, newest first (`Queue.kick` takes the oldest first)."""
+        return self._own("buried", queue)
+
+    def expired(self, queue: str) -> str:
+        """List of expired task ids, newest first."""
+        return self._own("expired", queue)
+
+    def expiry(self, queue: str) -> str:
+        """Sorted set of the waiting tasks that have a ttl, scored by when they expire."""
+        return self._own("expiry", queue)
+
+    def statistics(self, queue: str) -> str:
+        """Hash of a queue's counters, kept by the scripts: `calls.<operation>`."""
+        return self._own("stats", queue)
 
     def periodic(self, queue: str) -> str:
         """Hash of the periodic tasks declared on a queue: name -> definition (JSON)."""

@@ -115,7 +115,7 @@ class LeaseKeeper:
         alive_for = {task.task_id: task.ttr or MAX_SECONDS for task in self.tasks.snapshot()
                      if task.origin is Origin.IN_PROCESS}
         try:
-            renewal = self.scripts.renew(leases, beat=self.identity, alive_for=alive_for,
+            renewal = self.scripts.upkeep.renew(leases, beat=self.identity, alive_for=alive_for,
                                          liveness_timeout=self.liveness_timeout)
         except RedisUnavailable:
             self._fresh_since = None  # until it beats again, it judges no one
@@ -195,7 +195,7 @@ class LeaseKeeper:
         if self._heartbeat is not None:
             self._heartbeat.stop()
         if not detached and self.scripts is not None:
-            self.scripts.forget_worker(self.listener_id, MACHINE_ID)
+            self.scripts.upkeep.forget_worker(self.listener_id, MACHINE_ID)
 
 
 def _identity(text: str | None) -> dict[str, Any]:
@@ -227,7 +227,7 @@ def watch_orphaned(current: Callable[[], RunningTask | None], scripts: Callable[
             return
         if not made:
             made.append(scripts())
-        lost = made[0].renew([(task.queue_name, task.task_id, task.attempt, task.ttr)],
+        lost = made[0].upkeep.renew([(task.queue_name, task.task_id, task.attempt, task.ttr)],
                              alive_for={task.task_id: liveness_timeout}).lost
         if lost and lost.get(task.task_id) not in FINISHED_BY_US:
             on_lost(task, lost[task.task_id])

@@ -26,6 +26,7 @@ MODEL_NAME_RE = re.compile(r"^[A-Za-z_<][A-Za-z0-9_<>]*(\.[A-Za-z_<][A-Za-z0-9_<
 #: the lease terms a queue or a task may set, with the rules of their values
 TERM_RULES: dict[str, dict[str, Any]] = {
     "ttr": {"minimum": 0, "above": True, "maximum": MAX_SECONDS},
+    "ttl": {"minimum": 0, "above": True, "maximum": MAX_SECONDS},
     "max_run_time": {"minimum": 0, "above": True, "maximum": MAX_SECONDS},
     "max_attempts": {"integer": True, "minimum": 1, "maximum": MAX_COUNT},
 }
@@ -34,7 +35,7 @@ TERM_RULES: dict[str, dict[str, Any]] = {
 STEP_FIELDS = frozenset({
     "status", "queue", "parameters", "result", "error", "node", "pid", "created", "updated",
     "eta", "reclaimed_node", "attempt", "priority", "identifier", "model", "pstart",
-    "alive_until", "uncounted", "started_at", "periodic", "periodic_tick",
+    "alive_until", "uncounted", "started_at", "periodic", "periodic_tick", "expires_at",
 })
 
 
@@ -48,14 +49,16 @@ class JobModelLike(Protocol):
 @dataclass(frozen=True)
 class TaskOptions:
     """The checked options of one task: its `priority`, its `eta` (None: pending at once),
-    its `identifier`, whether it goes to the front of its priority (`prepend`), and the
-    other fields its hash gets (the job model's name among them)."""
+    its `identifier`, whether it goes to the front of its priority (`prepend`), the
+    other fields its hash gets (the job model's name among them), and its `ttl` (None:
+    its queue's, if any)."""
 
     priority: int = 0
     eta: float | None = None
     identifier: str | None = None
     prepend: bool = False
     fields: Mapping[str, str] = field(default_factory=dict)
+    ttl: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fields", MappingProxyType(dict(self.fields)))
@@ -147,7 +150,7 @@ def field_values(job_model: JobModelLike, fields: Mapping[str, Any]) -> dict[str
 
 def task_options(job_model: JobModelLike, now: float, *, priority: object = 0,
                  delay: object = None, eta: object = None, identifier: object = None,
-                 prepend: object = False, model: object = None,
+                 prepend: object = False, model: object = None, ttl: object = None,
                  **fields: Any) -> TaskOptions:
     """Check the options of one task (see `Queue.enqueue`); `ConfigurationError` names the
     first bad one, before anything is written."""
@@ -159,5 +162,8 @@ def task_options(job_model: JobModelLike, now: float, *, priority: object = 0,
     moment = eta_of(now, delay, eta)
     if moment is not None and not math.isfinite(moment):
         raise ConfigurationError(f"eta must be a finite moment, not {shown(moment)}")
+    lifetime: float | None = None
+    if ttl is not None:
+        lifetime = check_number("ttl", seconds("ttl", ttl), minimum=0, above=True)
     return TaskOptions(check_priority(priority), moment, check_identifier(identifier),
-                       prepend, values)
+                       prepend, values, lifetime)

@@ -74,7 +74,7 @@ class Recovery:
                 else:
                     recovered.update(self.recover(name, task_id, dead.worker_id,
                                                   process_gone=False))
-        self.scripts().forget_worker(dead.worker_id, dead.machine)
+        self.scripts().upkeep.forget_worker(dead.worker_id, dead.machine)
         return recovered
 
     def take_back_each(self, found: list[DeadWorker]) -> tuple[dict[str, str], list[str]]:
@@ -94,7 +94,7 @@ class Recovery:
     def recover(self, queue: str, task_id: str, holder: str | None, *, process_gone: bool,
                 attempt: int | None = None) -> dict[str, str]:
         """Put one task of a dead holder back in line (or fail it, attempts used)."""
-        return self.scripts().recover(
+        return self.scripts().upkeep.recover(
             [(queue, task_id, attempt, holder)], time.time(), expired_only=False,
             max_attempts=self.terms.max_attempts, process_gone=process_gone,
             why="its worker and process are gone" if process_gone else "its worker is gone")
@@ -137,7 +137,7 @@ class Recovery:
     def adopt(self, queue: Queue, task_id: str) -> dict[str, str]:
         """Watch, or take back, one task of a dead holder of this machine."""
         name = queue.pk.get()
-        reservation = self.scripts().terms(name, task_id, self.terms.ttr,
+        reservation = self.scripts().upkeep.terms(name, task_id, self.terms.ttr,
                                            self.terms.max_run_time, self.terms.max_attempts)
         if reservation is None:
             return {}

@@ -19,8 +19,9 @@ DUE_CHUNK = 1000
 
 
 class DueTasks:
-    """Every `interval` seconds, moves the due scheduled tasks of some queues to pending,
-    then enqueues the due ticks of their periodic tasks."""
+    """Every `interval` seconds, expires the waiting tasks of some queues past their ttl,
+    moves their due scheduled tasks to pending, then enqueues the due ticks of their
+    periodic tasks."""
 
     def __init__(self, queues: list[Queue], interval: float,
                  log: Callable[..., None] | None = None) -> None:
@@ -38,10 +39,30 @@ class DueTasks:
         self.next_due = now + self.interval
         total = 0
         for queue in self.queues:
+            self._expire(queue)
+        for queue in self.queues:
             total += self._move(queue)
         for queue in self.queues:
             total += self._tick(queue)
         return total
+
+    def _expire(self, queue: Queue) -> int:
+        """Expire one queue's waiting tasks past their ttl, in chunks; a queue whose keys
+        are broken is logged and skipped."""
+        total = 0
+        while True:
+            try:
+                expired = queue.expire_due(limit=DUE_CHUNK)
+            except ProtocolError as error:
+                self.log(f"[{queue.pk.get()}] tasks past their ttl not expired: {error}",
+                         logging.ERROR)
+                return total
+            total += len(expired)
+            if expired:
+                self.log(f"[{queue.pk.get()}] {len(expired)} task(s) expired: not started "
+                         "within their ttl", logging.INFO)
+            if len(expired) < DUE_CHUNK:
+                return total
 
     def _tick(self, queue: Queue) -> int:
         """Tick one queue's due periodic tasks; a queue whose periodic keys are broken is

@@ -8,8 +8,10 @@ from enum import Enum
 class Status(str, Enum):
     """The life of a task: scheduled -> pending -> reserved -> started -> complete | failed.
 
-    `canceled` is this library's addition: a waiting task taken out of line by
-    `Job.cancel`. Other Blueque clients never write it, and see it as a finished task.
+    This library adds three: `canceled` (a waiting task taken out of line by
+    `Job.cancel`), `buried` (put aside by its holder until kicked back, see `Job.bury`)
+    and `expired` (not started within its ttl). Other Blueque clients never write them,
+    and never find such a task in a list they pop.
     """
 
     SCHEDULED = "scheduled"
@@ -19,6 +21,8 @@ class Status(str, Enum):
     COMPLETE = "complete"
     FAILED = "failed"
     CANCELED = "canceled"
+    BURIED = "buried"
+    EXPIRED = "expired"
 
     def __str__(self) -> str:
         return self.value
@@ -30,7 +34,7 @@ RUNNING = frozenset({Status.RESERVED, Status.STARTED})
 WAITING = frozenset({Status.SCHEDULED, Status.PENDING})
 #: Statuses after which a task does not run again by itself (it may be deleted, or put
 #: back in line by a requeue).
-FINISHED = frozenset({Status.COMPLETE, Status.FAILED, Status.CANCELED})
+FINISHED = frozenset({Status.COMPLETE, Status.FAILED, Status.CANCELED, Status.EXPIRED})
 ALL = tuple(Status)
 #: The status values, to check a stored `status` field without raising.
 VALUES = frozenset(status.value for status in Status)

@@ -464,7 +464,7 @@ class QueueMachine(RuleBasedStateMachine):
         for name in QUEUES:
             for task_id in self.conn.lrange(KEYS.reserved(name, listener), 0, -1):
                 abandoned.append((name, task_id, None, listener))
-        outcomes = Queue.scripts().recover(abandoned, time.time(), expired_only=False,
+        outcomes = Queue.scripts().upkeep.recover(abandoned, time.time(), expired_only=False,
                                            max_attempts=None, why="its worker was killed")
         note(f"{listener} killed: {outcomes}")
         mine = {t.id for t in self.live(*HELD) if t.holder == listener}

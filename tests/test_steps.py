@@ -206,13 +206,30 @@ def test_delete_finished_task_removes_hash_and_list_entry(queue, conn):
     assert conn.llen("blueque_failed_tasks_jobs") == 0
 
 
-def test_deleting_an_unfinished_task_is_refused_and_changes_nothing(queue, conn):
+def test_deleting_an_unfinished_task_as_blueque_does_is_refused_and_changes_nothing(
+        queue, conn):
     job = queue.enqueue("x")
     before = conn.hgetall(job.key)
-    with pytest.raises(InvalidTransition, match="only a complete, failed or canceled task"):
-        job.delete()
+    with pytest.raises(InvalidTransition, match="only a complete, failed, canceled or expired"):
+        job.delete(finished_only=True)
     assert conn.hgetall(job.key) == before
     assert conn.llen("blueque_pending_tasks_jobs") == 1
+
+
+def test_deleting_a_running_task_is_refused_and_a_waiting_one_leaves_every_structure(
+        queue, conn):
+    held = queue.enqueue("x")
+    Queue.reserve_from(["jobs"], LISTENER)
+    before = conn.hgetall(held.key)
+    with pytest.raises(InvalidTransition, match="a running task cannot be deleted"):
+        held.delete()
+    assert conn.hgetall(held.key) == before
+    waiting = queue.enqueue("y", priority=3, identifier="w", ttl=60)
+    waiting.delete()
+    assert not conn.exists(waiting.key)
+    assert conn.zcard("blueque:prioritized:jobs") == 0
+    assert conn.hlen("blueque:identifiers:jobs") == 0
+    assert conn.zcard("blueque:expiry:jobs") == 0
 
 
 def test_delete_task_checks_the_queue(database):

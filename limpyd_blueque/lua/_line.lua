@@ -107,3 +107,24 @@ local function identifier_claim(identifiers, prefix, task, id, queue)
         redis.call('HSET', identifiers, identifier, id)
     end
 end
+
+-- a waiting task whose ttl ran out leaves every waiting structure: status 'expired',
+-- filed in the expired list (k: pending, prioritized, scheduled, identifiers, expiry,
+-- expired, stats); `in_line` false when the caller already took it out of line
+local function expire_task(k, key, id, now, in_line)
+    if in_line then
+        line_remove(k.pending, k.prioritized, id)
+        redis.call('ZREM', k.scheduled, id)
+    end
+    redis.call('ZREM', k.expiry, id)
+    identifier_release(k.identifiers, key, id)
+    redis.call('HSET', key, 'status', 'expired', 'updated', now)
+    redis.call('LPUSH', k.expired, id)
+    redis.call('HINCRBY', k.stats, 'calls.expire', 1)
+end
+
+-- true when the task at `key` has an expiry that is past at `now` (the server's clock)
+local function is_expired(key, now)
+    local limit = tonumber(redis.call('HGET', key, 'expires_at'))
+    return limit ~= nil and limit <= now
+end

@@ -1,19 +1,37 @@
--- Blueque "Delete Finished Task": drop a complete, failed or canceled task and its list
--- entry.
+-- Delete a task and its entries: Blueque "Delete Finished Task" for a complete or failed
+-- task, and this library's delete of a task in any state but running (canceled, expired,
+-- buried, or waiting: out of every waiting structure at once).
 -- KEYS[1] blueque_task_<id>, KEYS[2] blueque_complete_tasks_<queue>,
--- KEYS[3] blueque_failed_tasks_<queue>, KEYS[4] <prefix>:canceled:<queue>
--- ARGV[1] task id, ARGV[2] queue the caller believes the task is in
+-- KEYS[3] blueque_failed_tasks_<queue>, KEYS[4] <prefix>:canceled:<queue>,
+-- KEYS[5] <prefix>:expired:<queue>, KEYS[6] <prefix>:buried:<queue>,
+-- KEYS[7] blueque_pending_tasks_<queue>, KEYS[8] <prefix>:prioritized:<queue>,
+-- KEYS[9] blueque_scheduled_tasks_<queue>, KEYS[10] <prefix>:identifiers:<queue>,
+-- KEYS[11] <prefix>:expiry:<queue>, KEYS[12] <prefix>:stats:<queue>
+-- ARGV[1] task id, ARGV[2] queue the caller believes the task is in, ARGV[3] 'finished'
+-- (complete, failed, canceled or expired only) or 'any' (all but reserved and started)
 -- Returns {1} when deleted, {0, status, queue} when refused, {-1} when missing.
 local refused = refuse_misfit({{KEYS[1], 'hash'}, {KEYS[2], 'list'}, {KEYS[3], 'list'},
-    {KEYS[4], 'list'}})
+    {KEYS[4], 'list'}, {KEYS[5], 'list'}, {KEYS[6], 'list'}, {KEYS[7], 'list'},
+    {KEYS[8], 'zset'}, {KEYS[9], 'zset'}, {KEYS[10], 'hash'}, {KEYS[11], 'zset'},
+    {KEYS[12], 'hash'}})
 if refused then return refused end
-local status = redis.call('HGET', KEYS[1], 'status')
-if not status then return {-1} end
-local queue = redis.call('HGET', KEYS[1], 'queue') or ''
-local lists = {complete = KEYS[2], failed = KEYS[3], canceled = KEYS[4]}
-if queue ~= ARGV[2] or not lists[status] then
-    return {0, status, queue}
+local id = ARGV[1]
+local lists = {complete = KEYS[2], failed = KEYS[3], canceled = KEYS[4], expired = KEYS[5]}
+local allowed = {complete = true, failed = true, canceled = true, expired = true}
+if ARGV[3] == 'any' then
+    lists.buried = KEYS[6]
+    allowed.buried, allowed.pending, allowed.scheduled = true, true, true
 end
+local status, refusal = status_among(KEYS[1], ARGV[2], allowed)
+if not status then return refusal end
+if lists[status] then
+    redis.call('LREM', lists[status], 0, id)
+else  -- waiting
+    line_remove(KEYS[7], KEYS[8], id)
+    redis.call('ZREM', KEYS[9], id)
+    identifier_release(KEYS[10], KEYS[1], id)
+end
+redis.call('ZREM', KEYS[11], id)
 redis.call('DEL', KEYS[1])
-redis.call('LREM', lists[status], 1, ARGV[1])
+redis.call('HINCRBY', KEYS[12], 'calls.delete', 1)
 return {1}

@@ -5,12 +5,17 @@
 -- KEYS[3]  <prefix>:prioritized:<queue>
 -- KEYS[4]  blueque_scheduled_tasks_<queue>
 -- KEYS[5]  <prefix>:identifiers:<queue>
--- KEYS[6..] blueque_task_<id>, one per task, in the order of the tasks in ARGV
+-- KEYS[6]  <prefix>:queue:<queue> (its settings: the default ttl)
+-- KEYS[7]  <prefix>:expiry:<queue>
+-- KEYS[8]  <prefix>:stats:<queue>
+-- KEYS[9..] blueque_task_<id>, one per task, in the order of the tasks in ARGV
 -- ARGV[1]  queue name, ARGV[2] now (float seconds), ARGV[3] wake-up channel of the queue,
 -- ARGV[4]  key prefix of task hashes (to read the task an identifier maps to)
 -- then per task: id, parameters, priority (a whole number), eta ('': pending now),
---   front ('1': at the front of its priority), identifier ('': none), the number N of
---   extra fields, then N pairs: field, value
+--   front ('1': at the front of its priority), identifier ('': none), ttl in seconds
+--   ('': the queue's, if any), the number N of extra fields, then N pairs: field, value
+-- A task with a ttl (its own, else its queue's) expires when not started within it of
+-- being enqueued, or of its eta: its `expires_at` field, and an entry in the expiry set.
 -- A task whose identifier maps to a waiting task of the queue is not created: that task
 -- is returned instead, its priority raised to the new one if higher, and moved to the
 -- front of its priority if asked (when pending).
@@ -18,16 +23,18 @@
 -- whole call, writing nothing, if a task id exists or a key holds another type.
 local queue, now, channel, prefix = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local refused = refuse_misfit({{KEYS[2], 'list'}, {KEYS[3], 'zset'}, {KEYS[4], 'zset'},
-    {KEYS[5], 'hash'}})
+    {KEYS[5], 'hash'}, {KEYS[6], 'hash'}, {KEYS[7], 'zset'}, {KEYS[8], 'hash'}})
 if refused then return refused end
+local default_ttl = usable(redis.call('HGET', KEYS[6], 'ttl'))
 local tasks, cursor = {}, 5
-for i = 1, #KEYS - 5 do
-    local task = {key = KEYS[5 + i], id = ARGV[cursor], parameters = ARGV[cursor + 1],
+for i = 1, #KEYS - 8 do
+    local task = {key = KEYS[8 + i], id = ARGV[cursor], parameters = ARGV[cursor + 1],
         priority = tonumber(ARGV[cursor + 2]), eta = ARGV[cursor + 3],
-        front = ARGV[cursor + 4] == '1', identifier = ARGV[cursor + 5], extra = {}}
-    local count = tonumber(ARGV[cursor + 6])
-    for j = 1, 2 * count do task.extra[j] = ARGV[cursor + 6 + j] end
-    cursor = cursor + 7 + 2 * count
+        front = ARGV[cursor + 4] == '1', identifier = ARGV[cursor + 5],
+        ttl = tonumber(ARGV[cursor + 6]) or default_ttl, extra = {}}
+    local count = tonumber(ARGV[cursor + 7])
+    for j = 1, 2 * count do task.extra[j] = ARGV[cursor + 7 + j] end
+    cursor = cursor + 8 + 2 * count
     if redis.call('EXISTS', task.key) == 1 then
         return redis.error_reply('TASKEXISTS ' .. task.id)
     end
@@ -52,7 +59,7 @@ local function join(task, existing)
     return 0
 end
 
-local out, woken = {}, 0
+local out, woken, created = {}, 0, 0
 for _, task in ipairs(tasks) do
     local existing = nil
     if task.identifier ~= '' then
@@ -74,6 +81,12 @@ for _, task in ipairs(tasks) do
             redis.call('HSET', KEYS[5], task.identifier, task.id)
         end
         if #task.extra > 0 then redis.call('HSET', task.key, unpack(task.extra)) end
+        if task.ttl then
+            local limit = string.format('%.6f', (tonumber(task.eta) or tonumber(now)) + task.ttl)
+            redis.call('HSET', task.key, 'expires_at', limit)
+            redis.call('ZADD', KEYS[7], limit, task.id)
+        end
+        created = created + 1
         if task.eta ~= '' then
             redis.call('ZADD', KEYS[4], task.eta, task.id)
         else
@@ -87,4 +100,5 @@ end
 -- a queue index of another type is left alone: the tasks are made all the same
 if not misfit({{KEYS[1], 'zset'}}) then redis.call('ZINCRBY', KEYS[1], 0, queue) end
 if woken > 0 then redis.call('PUBLISH', channel, woken) end
+if created > 0 then redis.call('HINCRBY', KEYS[8], 'calls.put', created) end
 return out

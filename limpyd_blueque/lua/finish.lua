@@ -2,13 +2,14 @@
 -- listener (and attempt) that holds the task may finish it, and only once.
 -- KEYS[1] blueque_task_<id>, KEYS[2] blueque_reserved_tasks_<queue>_<listener>,
 -- KEYS[3] blueque_started_tasks_<queue>, KEYS[4] blueque_<status>_tasks_<queue>,
--- KEYS[5] <prefix>:leases:<queue>
+-- KEYS[5] <prefix>:leases:<queue>, KEYS[6] <prefix>:stats:<queue> (counts an 'ack' or a
+-- 'fail')
 -- ARGV[1] task id, ARGV[2] listener id, ARGV[3] pid ('': the pid in the hash),
 -- ARGV[4] 'complete' or 'failed', ARGV[5] result or error, ARGV[6] now,
 -- ARGV[7] attempt the caller holds ('': not checked)
 -- Returns {1} when finished, {0, status, node, attempt} when refused, {-1} when missing.
 local refused = refuse_misfit({{KEYS[1], 'hash'}, {KEYS[2], 'list'}, {KEYS[3], 'set'},
-    {KEYS[4], 'list'}, {KEYS[5], 'zset'}})
+    {KEYS[4], 'list'}, {KEYS[5], 'zset'}, {KEYS[6], 'hash'}})
 if refused then return refused end
 refused = refuse_unless_held(KEYS[1], {reserved = true, started = true}, ARGV[2],
     ARGV[7])
@@ -22,4 +23,9 @@ if ARGV[4] == 'failed' then field = 'error' end
 redis.call('HSET', KEYS[1], 'status', ARGV[4], field, ARGV[5], 'updated', ARGV[6])
 redis.call('LPUSH', KEYS[4], ARGV[1])
 redis.call('ZREM', KEYS[5], ARGV[1])
+if ARGV[4] == 'failed' then
+    redis.call('HINCRBY', KEYS[6], 'calls.fail', 1)
+else
+    redis.call('HINCRBY', KEYS[6], 'calls.ack', 1)
+end
 return {1}

@@ -12,7 +12,8 @@
 --   seconds ('' or '0': none), seconds for which its process says it lives ('': it does
 --   not speak for itself; set by a task process whose worker is gone, and for a task run
 --   in its worker's own process, which a long call may keep from beating)
--- A lease is extended only while the task is reserved or started in that attempt.
+-- A lease is extended only while the task is reserved or started in that attempt, and
+-- never shortened (its holder may have touched it further).
 -- Returns {lost, siblings, expired, now, 1 when the worker's record was missing}: lost, flat, the id and status ('' when gone)
 -- of each task whose lease is lost (finished, gone, or held by a newer attempt);
 -- siblings, flat, the id and identity of every other worker on the same machine;
@@ -48,7 +49,11 @@ for i = 1, (#KEYS - 3) / 2 do
         local deadline = '+inf'
         local seconds = tonumber(ttr)
         if seconds and seconds > 0 then deadline = now + seconds end
-        redis.call('ZADD', leases, deadline, id)
+        -- never shortens a lease: a `touch` may have extended it further
+        local current = tonumber(redis.call('ZSCORE', leases, id))
+        if deadline == '+inf' or not current or current < deadline then
+            redis.call('ZADD', leases, deadline, id)
+        end
         if alive then redis.call('HSET', task, 'alive_until', now + alive) end
     else
         lost[#lost + 1] = id

@@ -4,18 +4,21 @@
 -- KEYS[1] blueque_task_<id>, KEYS[2] blueque_reserved_tasks_<queue>_<listener>,
 -- KEYS[3] blueque_started_tasks_<queue>, KEYS[4] blueque_pending_tasks_<queue>,
 -- KEYS[5] blueque_scheduled_tasks_<queue>, KEYS[6] <prefix>:leases:<queue>,
--- KEYS[7] <prefix>:prioritized:<queue>, KEYS[8] <prefix>:identifiers:<queue>
+-- KEYS[7] <prefix>:prioritized:<queue>, KEYS[8] <prefix>:identifiers:<queue>,
+-- KEYS[9] <prefix>:stats:<queue>
 -- ARGV[1] task id, ARGV[2] listener id, ARGV[3] attempt the caller holds ('': not checked),
 -- ARGV[4] now, ARGV[5] eta ('': pending at once), ARGV[6] error to record ('': none),
 -- ARGV[7] wake-up channel, ARGV[8] 'front' (taken next in its priority) or 'back' (end of
 -- its priority), ARGV[9] priority change ('': none), ARGV[10] '1' when this attempt does
 -- not count as a failed one (a task that delays itself), ARGV[11] key prefix of task
 -- hashes, ARGV[12] queue name
+-- Counted in the statistics as a 'release' when the attempt is not counted, else as a
+-- 'requeue'.
 -- The priority stays a whole number within the bounds of _line.lua.
 -- Returns {1} when requeued, {0, status, node, attempt} when refused, {-1} when missing.
 local refused = refuse_misfit({{KEYS[1], 'hash'}, {KEYS[2], 'list'}, {KEYS[3], 'set'},
     {KEYS[4], 'list'}, {KEYS[5], 'zset'}, {KEYS[6], 'zset'}, {KEYS[7], 'zset'},
-    {KEYS[8], 'hash'}})
+    {KEYS[8], 'hash'}, {KEYS[9], 'hash'}})
 if refused then return refused end
 refused = refuse_unless_held(KEYS[1], {reserved = true, started = true}, ARGV[2],
     ARGV[3])
@@ -27,7 +30,12 @@ redis.call('SREM', KEYS[3], ARGV[2] .. ' ' .. pid .. ' ' .. id)
 redis.call('ZREM', KEYS[6], id)
 redis.call('HDEL', KEYS[1], 'node', 'pid', 'pstart', 'alive_until')
 if ARGV[6] ~= '' then redis.call('HSET', KEYS[1], 'error', ARGV[6]) end
-if ARGV[10] == '1' then redis.call('HINCRBY', KEYS[1], 'uncounted', 1) end
+if ARGV[10] == '1' then
+    redis.call('HINCRBY', KEYS[1], 'uncounted', 1)
+    redis.call('HINCRBY', KEYS[9], 'calls.release', 1)
+else
+    redis.call('HINCRBY', KEYS[9], 'calls.requeue', 1)
+end
 local priority = priority_of(KEYS[1])
 if ARGV[9] ~= '' then
     priority = math.max(-MAX_PRIORITY, math.min(MAX_PRIORITY,

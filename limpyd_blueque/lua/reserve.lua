@@ -2,11 +2,13 @@
 -- mark it reserved (or started, when a pid is given) at once. The next task is the first
 -- in line of the highest priority any of the queues has (see _line.lua); between queues
 -- whose next tasks have the same priority, the queue given first.
--- KEYS, eight per queue, queues in their order of preference:
+-- KEYS, eleven per queue, queues in their order of preference:
 --   blueque_pending_tasks_<queue>, blueque_reserved_tasks_<queue>_<listener>,
 --   <prefix>:leases:<queue>, blueque_started_tasks_<queue>, <prefix>:queue:<queue>,
 --   blueque_failed_tasks_<queue>, <prefix>:prioritized:<queue>,
---   <prefix>:identifiers:<queue>
+--   <prefix>:identifiers:<queue>, <prefix>:expiry:<queue>, <prefix>:expired:<queue>,
+--   <prefix>:stats:<queue>
+-- A task met past its ttl (its `expires_at`, by the server's clock) is expired, not run.
 -- ARGV[1] key prefix of task hashes (ids are only known inside)
 -- ARGV[2] listener id, ARGV[3] now
 -- ARGV[4] pid: '' to reserve only; a pid to reserve and start in the same step
@@ -27,14 +29,15 @@
 -- problem, filed in this queue's failed list, never run.
 -- Returns {queue index (0: nothing), task id, task hash as a flat list, ttr, max run time,
 --   max attempts ('' for none), dropped ids, quarantined (flat: queue, id, problem),
---   broken (flat: queue index, problem), 1 when it stopped early at the ARGV[8] bound}.
+--   broken (flat: queue index, problem), 1 when it stopped early at the ARGV[8] bound,
+--   the ids expired on the way}.
 local prefix, listener, now, pid = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local bound = tonumber(ARGV[8]) or 100
 local clock = redis.call('TIME')
 local server_now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
 local statuses = {scheduled = true, pending = true, reserved = true, started = true,
-    complete = true, failed = true, canceled = true}
-local dropped, quarantined, broken, passed = {}, {}, {}, 0
+    complete = true, failed = true, canceled = true, buried = true, expired = true}
+local dropped, quarantined, broken, expired, passed = {}, {}, {}, {}, 0
 
 local function problem_of(key, id, queue)
     local kind = redis.call('TYPE', key)['ok']
@@ -71,13 +74,16 @@ local function quarantine(key, id, queue, reserved, failed, why)
 end
 
 local open_queues = {}  -- the queues whose keys are all of their type: {index, keys}
-for i = 1, #KEYS / 8 do
-    local k = {pending = KEYS[8 * i - 7], reserved = KEYS[8 * i - 6], leases = KEYS[8 * i - 5],
-        started = KEYS[8 * i - 4], settings = KEYS[8 * i - 3], failed = KEYS[8 * i - 2],
-        prioritized = KEYS[8 * i - 1], identifiers = KEYS[8 * i]}
+local N = 11
+for i = 1, #KEYS / N do
+    local b = N * (i - 1)
+    local k = {pending = KEYS[b + 1], reserved = KEYS[b + 2], leases = KEYS[b + 3],
+        started = KEYS[b + 4], settings = KEYS[b + 5], failed = KEYS[b + 6],
+        prioritized = KEYS[b + 7], identifiers = KEYS[b + 8], expiry = KEYS[b + 9],
+        expired = KEYS[b + 10], stats = KEYS[b + 11]}
     local bad, found = misfit({{k.pending, 'list'}, {k.reserved, 'list'}, {k.leases, 'zset'},
         {k.started, 'set'}, {k.settings, 'hash'}, {k.failed, 'list'}, {k.prioritized, 'zset'},
-        {k.identifiers, 'hash'}})
+        {k.identifiers, 'hash'}, {k.expiry, 'zset'}, {k.expired, 'list'}, {k.stats, 'hash'}})
     if bad then
         broken[#broken + 1] = i
         broken[#broken + 1] = bad .. ' holds a ' .. found
@@ -121,6 +127,11 @@ while passed < bound do
     elseif verdict == 'bad' then
         quarantine(key, id, queue, k.reserved, k.failed, why)
         passed = passed + 1
+    elseif is_expired(key, server_now) then
+        redis.call('LREM', k.reserved, -1, id)
+        expire_task(k, key, id, now, false)
+        expired[#expired + 1] = id
+        passed = passed + 1
     else
         local ttr, max_run_time, max_attempts = lease_terms(key, k.settings,
             ARGV[7 + 2 * i], ARGV[6], ARGV[7])
@@ -135,12 +146,14 @@ while passed < bound do
             redis.call('SADD', k.started, listener .. ' ' .. pid .. ' ' .. id)
         end
         redis.call('ZADD', k.leases, deadline, id)
+        redis.call('ZREM', k.expiry, id)  -- a task that started never expires
         identifier_release(k.identifiers, key, id)
+        redis.call('HINCRBY', k.stats, 'calls.take', 1)
         return {i, id, redis.call('HGETALL', key), term_text(ttr),
             term_text(max_run_time), term_text(max_attempts), dropped, quarantined,
-            broken, 0}
+            broken, 0, expired}
     end
 end
 local more = 0
 if passed >= bound then more = 1 end
-return {0, '', {}, '', '', '', dropped, quarantined, broken, more}
+return {0, '', {}, '', '', '', dropped, quarantined, broken, more, expired}

@@ -3,14 +3,15 @@ overrides), and the producer's API of redis-limpyd-jobs (`add_job`)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from ..atomic import Reservation
-from ..exceptions import ConfigurationError, UnknownJobModel
+from ..exceptions import ConfigurationError, InvalidTransition, UnknownJobModel
 from ..keys import check_queue_name
-from ..options import seconds
+from ..options import check_priority, eta_of, priority_of, seconds
 from ..statuses import Status
 from .producing import enqueue_tasks
 from .task import Task
@@ -68,6 +69,46 @@ class Job(Task):
         parameters = fields.pop("parameters", "")
         return enqueue_tasks(cls, check_queue_name(queue), [parameters],
                              common={**fields, **from_keys})[0]
+
+    def requeue(self, queue_name: str | None = None, priority: int | None = None,
+                delayed_until: float | datetime | None = None,
+                delayed_for: float | timedelta | None = None, *,
+                listener_id: str | None = None, attempt: int | None = None,
+                delay: float | timedelta | None = None, error: Any = None,
+                front: bool = False, priority_delta: int | None = None,
+                uncounted: bool = False) -> bool:
+        """Put the task back in line, in one step: pending at once (at the back of its
+        priority, or its `front`), or scheduled for later (`delay`/`delayed_for` seconds
+        from now, or at `delayed_until`), with a new `priority` (or its own changed by
+        `priority_delta`).
+
+        A task held by a listener is put back by its holder: `listener_id` (default: its
+        `node`) and, when given, `attempt`; `error`, when given, is stored; with
+        `uncounted` this attempt does not count toward its maximum. Returns False when
+        the caller no longer holds it (see `complete`). A failed or canceled task goes
+        back in line with its attempts no longer counted (False if its status changed
+        meanwhile). Any other status raises `InvalidTransition`; a task stays in its
+        queue (`queue_name`, a redis-limpyd-jobs argument, may only name it).
+        """
+        queue = self._queue_name()
+        if queue_name is not None and queue_name != queue:
+            raise ConfigurationError(f"task {self.task_id!r} is in queue {queue!r}: a task "
+                                     f"cannot move to {queue_name!r}")
+        now = time.time()
+        eta = eta_of(now, delay if delay is not None else delayed_for, delayed_until)
+        if priority is not None:
+            priority = check_priority(priority)
+        if listener_id is None and attempt is None:
+            status = self.status.hget()
+            if status in (Status.FAILED, Status.CANCELED):
+                return self._retry(queue, str(status), now, eta, front, priority)
+            if status not in (Status.RESERVED, Status.STARTED):
+                raise InvalidTransition(self.task_id, status, Status.PENDING,
+                                        "only a held, failed or canceled task is requeued")
+        if priority is not None:
+            priority_delta = priority - priority_of(self.priority.hget())
+        return self._put_back(queue, listener_id, attempt, now, eta, error, front,
+                              priority_delta, uncounted)
 
     def delay(self, wait: float | timedelta) -> None:
         """From inside the task's code: run it again `wait` seconds from now (a number or a

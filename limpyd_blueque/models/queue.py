@@ -9,18 +9,15 @@ from typing import Any, Callable, cast
 
 from limpyd import fields
 
-from .. import compat, periodic
+from .. import compat, periodic, statistics
 from ..atomic import PassedOver, Reservation
 from ..connection import reaching
-from ..exceptions import (
-    ConfigurationError,
-    InvalidTransition,
-)
-from ..keys import STATUS_STRUCTURES, check_listener_id, check_queue_name
+from ..exceptions import ConfigurationError, InvalidTransition, TaskNotFound
+from ..keys import check_listener_id, check_queue_name
 from ..liveness import worker_records
 from ..options import TERM_RULES
 from ..statuses import Status
-from ..values import MAX_COUNT, check_number, timestamp
+from ..values import MAX_COUNT, check_number, check_task_id, timestamp
 from .base import (
     BluequeModel,
     QueueNameField,
@@ -31,7 +28,10 @@ from .base import (
 )
 from .job import Job
 from .producing import enqueue_tasks
+from .task import TaskData
 
+#: most entries one script of `truncate` or `drop` takes
+EMPTY_CHUNK = 1000
 #: the settings a queue may have, with the rules of their values (see `values.check_number`)
 QUEUE_SETTINGS = TERM_RULES
 
@@ -44,6 +44,7 @@ class Queue(BluequeModel):
     ttr = fields.InstanceHashField()
     max_run_time = fields.InstanceHashField()
     max_attempts = fields.InstanceHashField()
+    ttl = fields.InstanceHashField()
     # the Blueque keys of the queue
     pending = WireListField(wire="pending")
     scheduled = WireSortedSetField(wire="scheduled")
@@ -54,6 +55,8 @@ class Queue(BluequeModel):
     leases = WireSortedSetField(wire="leases")
     prioritized = WireSortedSetField(wire="prioritized")
     canceled = WireListField(wire="canceled")
+    buried = WireListField(wire="buried")
+    expired = WireListField(wire="expired")
 
     job_model = Job
 
@@ -165,6 +168,13 @@ class Queue(BluequeModel):
         with reaching(self.client()):
             return self.scripts().enqueue_due(self.pk.get(), moment, limit)
 
+    def expire_due(self, limit: int = 0) -> list[str]:
+        """Expire the waiting tasks past their ttl (by Redis's clock); their ids. `limit`
+        caps how many (0: a thousand at most)."""
+        check_number("limit", limit, integer=True, minimum=0, maximum=MAX_COUNT)
+        with reaching(self.client()):
+            return self.scripts().expire_due(self.pk.get(), time.time(), limit or 1000)
+
     # -- listener steps -------------------------------------------------------------------
     def add_listener(self, listener_id: str) -> bool:
         """Register `listener_id` on this queue; True if it was not registered."""
@@ -219,6 +229,39 @@ class Queue(BluequeModel):
         """`{worker id: time until which it is alive}` of this library's workers."""
         return worker_records(cls.client(), cls.keys())
 
+    # -- Tarantool's queue operations -----------------------------------------------------
+    def kick(self, count: int = 1) -> int:
+        """Put up to `count` buried tasks back in line, oldest first; how many were."""
+        check_number("count", count, integer=True, minimum=1, maximum=MAX_COUNT)
+        with reaching(self.client()):
+            return len(self.scripts().kick(self.pk.get(), count, time.time()))
+
+    def peek(self, task_id: str) -> TaskData:
+        """A task of this queue, read without changing it (`TaskNotFound` if it is not
+        one of this queue's)."""
+        data = self.job_model.lazy_connect(check_task_id(task_id)).data()
+        if data.queue != self.pk.get():
+            raise TaskNotFound(task_id)
+        return data
+
+    def truncate(self) -> int:
+        """Delete every waiting (pending or scheduled) task; how many. One script per
+        thousand tasks: tasks enqueued meanwhile may be deleted too, or kept."""
+        return self._empty("truncate")
+
+    def drop(self) -> int:
+        """Delete the queue and every task it files; how many tasks. Refused with
+        `QueueBusy` while it has listeners or running tasks (stop its workers first)."""
+        return self._empty("drop")
+
+    def _empty(self, mode: str) -> int:
+        total, done = 0, False
+        while not done:
+            with reaching(self.client()):
+                deleted, done = self.scripts().empty(self.pk.get(), mode, EMPTY_CHUNK)
+            total += deleted
+        return total
+
     def delete_task(self, job: Job) -> None:
         """Delete a finished task of this queue (`InvalidTransition` otherwise)."""
         data = job.data()
@@ -229,21 +272,23 @@ class Queue(BluequeModel):
 
     # -- reading ----------------------------------------------------------------------------
     def counts(self) -> dict[str, int]:
-        """How many tasks each status's structures of this queue hold, in one round trip
-        (`running`: the reserved and started tasks, from the lease set)."""
-        keys, name = self.keys(), self.pk.get()
-        labels = {Status.RESERVED: "running"}
-        wanted = [(labels.get(status, status.value), key, kind)
-                  for status in STATUS_STRUCTURES for key, kind in keys.structures_of(name, status)]
-        with self.client().pipeline(transaction=False) as pipe:
-            for _, key, kind in wanted:
-                {"list": pipe.llen, "zset": pipe.zcard, "started": pipe.scard}[kind](key)
-            with reaching(self.client()):
-                values = pipe.execute()
-        counts: dict[str, int] = {}
-        for (label, _, _), value in zip(wanted, values):
-            counts[label] = counts.get(label, 0) + value
+        """How many tasks each status holds in this queue, in one round trip (`running`:
+        the reserved and started tasks). See `statistics`."""
+        tasks = self.statistics()["tasks"]
+        counts = {status.value: tasks[status.value] for status in Status
+                  if status not in (Status.RESERVED, Status.STARTED)}
+        counts.update(running=tasks["taken"], started=tasks["started"])
         return counts
+
+    def statistics(self) -> dict[str, dict[str, int]]:
+        """This queue's statistics in O(1), in Tarantool's shape (see
+        `limpyd_blueque.statistics.read`): `{"tasks": {...}, "calls": {...}}`."""
+        return statistics.read(self.client(), self.keys(), [self.pk.get()])[self.pk.get()]
+
+    @classmethod
+    def statistics_all(cls) -> dict[str, dict[str, dict[str, int]]]:
+        """The statistics of every queue `blueque_queues` lists, by name."""
+        return statistics.read(cls.client(), cls.keys(), cls.job_model.queue_names())
 
     @classmethod
     def count_waiting_jobs(cls, names: str | Sequence[str]) -> int:

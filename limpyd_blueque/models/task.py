@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -17,12 +17,12 @@ from redis.exceptions import ResponseError
 from .. import compat
 from ..atomic import Outcome, Reservation
 from ..connection import reaching
-from ..exceptions import ConfigurationError, InvalidTransition, ProtocolError, TaskNotFound
+from ..exceptions import InvalidTransition, ProtocolError, TaskNotFound
 from ..indexes import WireIndex, flatten, status_sources, temporary_key
 from ..keys import check_listener_id
-from ..options import check_priority, eta_of, priority_of
+from ..options import eta_of
 from ..statuses import FINISHED, Status
-from ..values import encode
+from ..values import MAX_SECONDS, check_number, encode
 from .base import BluequeModel, ProtocolField, TaskIdField
 
 if TYPE_CHECKING:
@@ -127,13 +127,15 @@ class Task(BluequeModel):
     started_at = fields.InstanceHashField()  # when its last attempt started
     periodic = fields.InstanceHashField()  # the periodic task whose tick made it
     periodic_tick = fields.InstanceHashField()  # the moment of that tick
+    expires_at = fields.InstanceHashField()  # a waiting task not started by then expires
 
     #: the Blueque fields (every Blueque client writes them)
     BLUEQUE_FIELDS = (*TaskData.BLUEQUE_FIELDS, "reclaimed_node")
     #: the fields this library adds to a task hash (other Blueque clients ignore them)
     OWN_FIELDS = ("attempt", "ttr", "identifier", "priority", "cancel_on_error",
                   "max_attempts", "max_run_time", "pstart", "alive_until", "model",
-                  "uncounted", "started_at", "periodic", "periodic_tick")
+                  "uncounted", "started_at", "periodic", "periodic_tick",
+                  "expires_at")
 
     @property
     def task_id(self) -> str:
@@ -203,7 +205,7 @@ class Task(BluequeModel):
         destination = temporary_key(keys)
         sources = flatten(status_sources(keys, queue, status) for queue, status in pairs)
         if sources:
-            cls.scripts().materialize(destination, sources)
+            cls.scripts().upkeep.materialize(destination, sources)
         return destination
 
     # -- protocol steps on one task -----------------------------------------------------
@@ -267,46 +269,6 @@ class Task(BluequeModel):
         """Blueque "Task Failed": store `error`, move to the failed list. See `complete`."""
         return self._finish(Status.FAILED, error, listener_id, pid, attempt)
 
-    def requeue(self, queue_name: str | None = None, priority: int | None = None,
-                delayed_until: float | datetime | None = None,
-                delayed_for: float | timedelta | None = None, *,
-                listener_id: str | None = None, attempt: int | None = None,
-                delay: float | timedelta | None = None, error: Any = None,
-                front: bool = False, priority_delta: int | None = None,
-                uncounted: bool = False) -> bool:
-        """Put the task back in line, in one step: pending at once (at the back of its
-        priority, or its `front`), or scheduled for later (`delay`/`delayed_for` seconds
-        from now, or at `delayed_until`), with a new `priority` (or its own changed by
-        `priority_delta`).
-
-        A task held by a listener is put back by its holder: `listener_id` (default: its
-        `node`) and, when given, `attempt`; `error`, when given, is stored; with
-        `uncounted` this attempt does not count toward its maximum. Returns False when
-        the caller no longer holds it (see `complete`). A failed or canceled task goes
-        back in line with its attempts no longer counted (False if its status changed
-        meanwhile). Any other status raises `InvalidTransition`; a task stays in its
-        queue (`queue_name`, a redis-limpyd-jobs argument, may only name it).
-        """
-        queue = self._queue_name()
-        if queue_name is not None and queue_name != queue:
-            raise ConfigurationError(f"task {self.task_id!r} is in queue {queue!r}: a task "
-                                     f"cannot move to {queue_name!r}")
-        now = time.time()
-        eta = eta_of(now, delay if delay is not None else delayed_for, delayed_until)
-        if priority is not None:
-            priority = check_priority(priority)
-        if listener_id is None and attempt is None:
-            status = self.status.hget()
-            if status in (Status.FAILED, Status.CANCELED):
-                return self._retry(queue, str(status), now, eta, front, priority)
-            if status not in (Status.RESERVED, Status.STARTED):
-                raise InvalidTransition(self.task_id, status, Status.PENDING,
-                                        "only a held, failed or canceled task is requeued")
-        if priority is not None:
-            priority_delta = priority - priority_of(self.priority.hget())
-        return self._put_back(queue, listener_id, attempt, now, eta, error, front,
-                              priority_delta, uncounted)
-
     def _put_back(self, queue: str, listener_id: str | None, attempt: int | None, now: float,
                   eta: float | None, error: Any, front: bool, priority_delta: int | None,
                   uncounted: bool) -> bool:
@@ -330,6 +292,44 @@ class Task(BluequeModel):
             raise TaskNotFound(self.task_id)
         return outcome.done
 
+    # -- what a holder may do with the task it runs (Tarantool's operations) ------------------
+    def _holder(self, listener_id: str | None) -> str:
+        return listener_id or self.known.get("node") or self.node.hget() or ""
+
+    def release(self, delay: float | timedelta | None = None, *,
+                listener_id: str | None = None, attempt: int | None = None) -> bool:
+        """Give the task back: pending again at the front of its priority (or scheduled
+        `delay` seconds from now), this attempt not counted as a failure. Only its holder
+        may (`listener_id`, default its `node`; and `attempt` when given): False when the
+        caller no longer holds it."""
+        now = time.time()
+        done = self._put_back(self._queue_name(), self._holder(listener_id), attempt, now,
+                              eta_of(now, delay), None, True, None, True)
+        return done
+
+    def bury(self, why: Any = None, *, listener_id: str | None = None,
+             attempt: int | None = None) -> bool:
+        """Put the task aside: status `buried`, out of line until `Queue.kick` puts it back
+        (a poisoned task that must not be retried nor lost). `why`, when given, is stored
+        in its `error` field. Only its holder may: see `release`."""
+        outcome = self.scripts().bury(
+            self._queue_name(), self.task_id, self._holder(listener_id), time.time(),
+            attempt=attempt, why=None if why is None else encode(why, "error"))
+        if outcome.missing:
+            raise TaskNotFound(self.task_id)
+        return outcome.done
+
+    def touch(self, seconds: float, *, listener_id: str | None = None,
+              attempt: int | None = None) -> bool:
+        """Extend the running task's lease by `seconds`, beyond what the heartbeat gives
+        (a lease that never expires stays so). Only its holder may: see `release`."""
+        check_number("touch seconds", seconds, minimum=0, above=True, maximum=MAX_SECONDS)
+        outcome, _ = self.scripts().touch(self._queue_name(), self.task_id,
+                                          self._holder(listener_id), seconds, attempt=attempt)
+        if outcome.missing:
+            raise TaskNotFound(self.task_id)
+        return outcome.done
+
     def cancel(self) -> bool:
         """Cancel a waiting task: status `canceled`, out of every waiting structure, at once.
 
@@ -349,14 +349,17 @@ class Task(BluequeModel):
                      "canceled; cancelling a running task is not supported")
         return False
 
-    def delete(self) -> None:
-        """Blueque "Delete Finished Task"; `InvalidTransition` unless complete, failed or
-        canceled."""
+    def delete(self, *, finished_only: bool = False) -> None:
+        """Delete the task, with its entries, in one step: a finished task (Blueque's
+        "Delete Finished Task"), and also a buried or waiting one unless `finished_only`.
+        A running task raises `InvalidTransition` (cancelling a running task is not
+        supported)."""
         queue = self._queue_name()
-        outcome = self.scripts().delete(queue, self.task_id)
+        outcome = self.scripts().delete(queue, self.task_id, finished_only=finished_only)
         if not outcome.done:
             self._refuse(outcome, "deleted",
-                         "only a complete, failed or canceled task can be deleted")
+                         "only a complete, failed, canceled or expired task can be deleted"
+                         if finished_only else "a running task cannot be deleted")
 
     def hmset(self, **kwargs: Any) -> Any:
         protocol = {"status", "queue", "priority", "identifier"} & set(kwargs)

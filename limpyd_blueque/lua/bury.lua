@@ -1,0 +1,24 @@
+-- Bury a task its holder gives up on: status 'buried', out of line until a kick puts it
+-- back; not a failure, not retried.
+-- KEYS[1] blueque_task_<id>, KEYS[2] blueque_reserved_tasks_<queue>_<listener>,
+-- KEYS[3] blueque_started_tasks_<queue>, KEYS[4] <prefix>:leases:<queue>,
+-- KEYS[5] <prefix>:buried:<queue>, KEYS[6] <prefix>:stats:<queue>
+-- ARGV[1] task id, ARGV[2] listener id, ARGV[3] attempt the caller holds ('': not
+-- checked), ARGV[4] now, ARGV[5] why ('': nothing recorded in the error field)
+-- Returns {1} when buried, {0, status, node, attempt} when refused, {-1} when missing.
+local refused = refuse_misfit({{KEYS[1], 'hash'}, {KEYS[2], 'list'}, {KEYS[3], 'set'},
+    {KEYS[4], 'zset'}, {KEYS[5], 'list'}, {KEYS[6], 'hash'}})
+if refused then return refused end
+refused = refuse_unless_held(KEYS[1], {reserved = true, started = true}, ARGV[2], ARGV[3])
+if refused then return refused end
+local id = ARGV[1]
+local pid = redis.call('HGET', KEYS[1], 'pid') or ''
+redis.call('LREM', KEYS[2], 1, id)
+redis.call('SREM', KEYS[3], ARGV[2] .. ' ' .. pid .. ' ' .. id)
+redis.call('ZREM', KEYS[4], id)
+redis.call('HDEL', KEYS[1], 'node', 'pid', 'pstart', 'alive_until')
+redis.call('HSET', KEYS[1], 'status', 'buried', 'updated', ARGV[4])
+if ARGV[5] ~= '' then redis.call('HSET', KEYS[1], 'error', ARGV[5]) end
+redis.call('LPUSH', KEYS[5], id)
+redis.call('HINCRBY', KEYS[6], 'calls.bury', 1)
+return {1}

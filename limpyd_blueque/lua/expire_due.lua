@@ -1,0 +1,32 @@
+-- Expire the waiting tasks of a queue whose ttl ran out (by the server's clock): each
+-- leaves every waiting structure, status 'expired', filed in the expired list.
+-- KEYS[1] <prefix>:expiry:<queue>, KEYS[2] blueque_pending_tasks_<queue>,
+-- KEYS[3] <prefix>:prioritized:<queue>, KEYS[4] blueque_scheduled_tasks_<queue>,
+-- KEYS[5] <prefix>:identifiers:<queue>, KEYS[6] <prefix>:expired:<queue>,
+-- KEYS[7] <prefix>:stats:<queue>
+-- ARGV[1] now (for the `updated` field), ARGV[2] key prefix of task hashes, ARGV[3] most
+-- tasks to expire
+-- An entry whose task no longer waits (it ran, or is gone) is only removed.
+-- Returns the ids expired.
+local refused = refuse_misfit({{KEYS[1], 'zset'}, {KEYS[2], 'list'}, {KEYS[3], 'zset'},
+    {KEYS[4], 'zset'}, {KEYS[5], 'hash'}, {KEYS[6], 'list'}, {KEYS[7], 'hash'}})
+if refused then return refused end
+local clock = redis.call('TIME')
+local server_now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
+local k = {expiry = KEYS[1], pending = KEYS[2], prioritized = KEYS[3], scheduled = KEYS[4],
+    identifiers = KEYS[5], expired = KEYS[6], stats = KEYS[7]}
+local due = redis.call('ZRANGEBYSCORE', k.expiry, '-inf', string.format('%.6f', server_now),
+    'LIMIT', 0, tonumber(ARGV[3]))
+local out = {}
+for _, id in ipairs(due) do
+    local key = ARGV[2] .. id
+    local status = nil
+    if redis.call('TYPE', key)['ok'] == 'hash' then status = redis.call('HGET', key, 'status') end
+    if (status == 'pending' or status == 'scheduled') and is_expired(key, server_now) then
+        expire_task(k, key, id, ARGV[1], true)
+        out[#out + 1] = id
+    else
+        redis.call('ZREM', k.expiry, id)
+    end
+end
+return out
