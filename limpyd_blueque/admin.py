@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, Callable
 
+from . import queue_commands
 from .cleaning import deep_clean, light_clean, reindex
 from .config import (
     OneLineParser,
@@ -42,6 +43,7 @@ def make_parser() -> argparse.ArgumentParser:
                        help="fail, rather than put back, tasks that used this many attempts")
     commands.add_parser("reindex", help="index the tasks written by other Blueque clients")
     add_periodic_parser(commands)
+    queue_commands.add_parsers(commands, checked)
     return parser
 
 
@@ -133,7 +135,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def run() -> int:
         use_redis(redis_url(options))
-        commands = {"clean": clean, "reindex": reindex_command, "periodic": periodic_command}
+        commands = {"clean": clean, "reindex": reindex_command, "periodic": periodic_command,
+                    **queue_commands.HANDLERS}
         return commands[options.command](options)
 
     return run_reporting("blueque", run, show_traceback=options.traceback)

@@ -40,7 +40,7 @@ SHARED = {
     "_terms": ("reserve", "recover", "terms", "enqueue"),  # a task's lease terms, numbers
     # where a pending task waits, by its priority; the identifiers of waiting tasks
     "_line": ("enqueue", "enqueue_due", "reserve", "requeue", "recover", "cancel", "retry",
-              "tidy", "kick", "expire_due", "delete", "empty"),
+              "tidy", "kick", "expire_due", "delete", "empty", "finish", "bury"),
 }
 
 
@@ -310,9 +310,9 @@ class Upkeep:
         for queue, task_id, attempt, holder in tasks:
             keys += [k.task(task_id), k.leases(queue), k.pending(queue), k.failed(queue),
                      k.started(queue), k.queue_settings(queue), k.prioritized(queue),
-                     k.identifiers(queue)]
+                     k.identifiers(queue), k.utubes(queue), k.utube_waiting(queue)]
             args += [task_id, k.reserved(queue, ""), k.wake_channel(queue), attempt, holder,
-                     queue]
+                     queue, k.utube_lists(queue)]
         flat = self._run("recover", keys, args)
         return dict(zip(flat[::2], flat[1::2]))
 
@@ -331,7 +331,8 @@ class Upkeep:
     def reline(self, queue: str, task_id: str) -> bool:
         """Deep clean: put a pending task found in no line back in line, by its priority."""
         k = self.keys
-        return bool(self._run("tidy", [k.task(task_id), k.pending(queue), k.prioritized(queue)],
+        return bool(self._run("tidy", [k.task(task_id), k.pending(queue), k.prioritized(queue),
+                                       k.utube_waiting(queue)],
                               ["reline", "list", task_id, "", "pending"]))
 
     def materialize(self, destination: str, sources: Sequence[tuple[str, str, str]],
@@ -350,6 +351,15 @@ class Scripts(ScriptRunner):
         super().__init__(client, keys)
         self.upkeep = Upkeep(self)
 
+    def _utube_keys(self, queue: str) -> list[str]:
+        """The keys a step needs to hand a utube key to the next task (see _line.lua)."""
+        k = self.keys
+        return [k.utubes(queue), k.utube_waiting(queue), k.pending(queue), k.prioritized(queue)]
+
+    def _utube_args(self, queue: str) -> list[object]:
+        k = self.keys
+        return [k.utube_lists(queue), k.task_prefix, queue, k.wake_channel(queue)]
+
     def enqueue(self, queue: str, tasks: Sequence[tuple[str, str, TaskOptions]],
                 now: float) -> list[tuple[str, bool]]:
         """Create tasks `(id, parameters, options)`, pending or scheduled, all or none.
@@ -360,12 +370,14 @@ class Scripts(ScriptRunner):
         k = self.keys
         keys = [k.queues, k.pending(queue), k.prioritized(queue), k.scheduled(queue),
                 k.identifiers(queue), k.queue_settings(queue), k.expiry(queue),
-                k.statistics(queue), *(k.task(task_id) for task_id, _, _ in tasks)]
-        args: list[object] = [queue, now, k.wake_channel(queue), k.task_prefix]
+                k.statistics(queue), k.utubes(queue), k.utube_waiting(queue),
+                *(k.task(task_id) for task_id, _, _ in tasks)]
+        args: list[object] = [queue, now, k.wake_channel(queue), k.task_prefix,
+                              k.utube_lists(queue)]
         for task_id, parameters, options in tasks:
             args += [task_id, parameters, options.priority, options.eta,
                      "1" if options.prepend else "", options.identifier, options.ttl,
-                     len(options.fields)]
+                     options.utube, len(options.fields)]
             for name, value in options.fields.items():
                 args += [name, value]
         flat = self._run("enqueue", keys, args)
@@ -378,8 +390,10 @@ class Scripts(ScriptRunner):
         schedule without being pushed."""
         k = self.keys
         moved, _ = self._run("enqueue_due",
-                             [k.scheduled(queue), k.pending(queue), k.prioritized(queue)],
-                             [now, k.task_prefix, k.wake_channel(queue), limit])
+                             [k.scheduled(queue), k.pending(queue), k.prioritized(queue),
+                              k.utubes(queue), k.utube_waiting(queue)],
+                             [now, k.task_prefix, k.wake_channel(queue), limit,
+                              k.utube_lists(queue), queue])
         return list(moved)
 
     def reserve(self, queues: Sequence[str], listener_id: str, now: float, *,
@@ -404,8 +418,9 @@ class Scripts(ScriptRunner):
             keys += [k.pending(queue), k.reserved(queue, listener_id), k.leases(queue),
                      k.started(queue), k.queue_settings(queue), k.failed(queue),
                      k.prioritized(queue), k.identifiers(queue), k.expiry(queue),
-                     k.expired(queue), k.statistics(queue)]
-            args += [ttr, queue]
+                     k.expired(queue), k.statistics(queue), k.utubes(queue),
+                     k.utube_waiting(queue)]
+            args += [ttr, queue, k.utube_lists(queue)]
         reply = self._run("reserve", keys, args)
         index, task_id, flat = reply[:3]
         dropped, quarantined, broken, more, expired = reply[6:]
@@ -431,9 +446,11 @@ class Scripts(ScriptRunner):
         """Complete or fail a task held by `listener_id` (and `attempt`, when given)."""
         k = self.keys
         keys = [k.task(task_id), k.reserved(queue, listener_id), k.started(queue),
-                k.finished(queue, status), k.leases(queue), k.statistics(queue)]
+                k.finished(queue, status), k.leases(queue), k.statistics(queue),
+                *self._utube_keys(queue)]
         reply = self._run("finish", keys,
-                          [task_id, listener_id, pid, status, value, now, attempt])
+                          [task_id, listener_id, pid, status, value, now, attempt,
+                           *self._utube_args(queue)])
         return Outcome.from_reply(reply)
 
     def delete(self, queue: str, task_id: str, *, finished_only: bool = False) -> Outcome:
@@ -442,9 +459,11 @@ class Scripts(ScriptRunner):
         k = self.keys
         keys = [k.task(task_id), k.complete(queue), k.failed(queue), k.canceled(queue),
                 k.expired(queue), k.buried(queue), k.pending(queue), k.prioritized(queue),
-                k.scheduled(queue), k.identifiers(queue), k.expiry(queue), k.statistics(queue)]
+                k.scheduled(queue), k.identifiers(queue), k.expiry(queue), k.statistics(queue),
+                k.utubes(queue), k.utube_waiting(queue)]
         reply = self._run("delete", keys,
-                          [task_id, queue, "finished" if finished_only else "any"])
+                          [task_id, queue, "finished" if finished_only else "any",
+                           k.utube_lists(queue), k.task_prefix, k.wake_channel(queue)])
         if int(reply[0]) == 0:
             return Outcome(False, status=reply[1], node=None, attempt=None)
         return Outcome.from_reply(reply)
@@ -472,9 +491,9 @@ class Scripts(ScriptRunner):
         """Bury a task held by `listener_id` (and `attempt`): out of line until kicked."""
         k = self.keys
         keys = [k.task(task_id), k.reserved(queue, listener_id), k.started(queue),
-                k.leases(queue), k.buried(queue), k.statistics(queue)]
-        return Outcome.from_reply(self._run("bury", keys,
-                                            [task_id, listener_id, attempt, now, why]))
+                k.leases(queue), k.buried(queue), k.statistics(queue), *self._utube_keys(queue)]
+        return Outcome.from_reply(self._run("bury", keys, [
+            task_id, listener_id, attempt, now, why, *self._utube_args(queue)]))
 
     def touch(self, queue: str, task_id: str, listener_id: str, seconds: float, *,
               attempt: int | str | None = None) -> tuple[Outcome, float | None]:
@@ -491,16 +510,19 @@ class Scripts(ScriptRunner):
         """Put up to `count` buried tasks of `queue` back in line, oldest first."""
         k = self.keys
         keys = [k.buried(queue), k.pending(queue), k.prioritized(queue), k.identifiers(queue),
-                k.statistics(queue)]
+                k.statistics(queue), k.utubes(queue), k.utube_waiting(queue)]
         return list(self._run("kick", keys, [count, now, k.wake_channel(queue), k.task_prefix,
-                                             queue]))
+                                             queue, k.utube_lists(queue)]))
 
     def expire_due(self, queue: str, now: float, limit: int) -> list[str]:
         """Expire up to `limit` waiting tasks of `queue` past their ttl; their ids."""
         k = self.keys
         keys = [k.expiry(queue), k.pending(queue), k.prioritized(queue), k.scheduled(queue),
-                k.identifiers(queue), k.expired(queue), k.statistics(queue)]
-        return list(self._run("expire_due", keys, [now, k.task_prefix, limit]))
+                k.identifiers(queue), k.expired(queue), k.statistics(queue), k.utubes(queue),
+                k.utube_waiting(queue)]
+        return list(self._run("expire_due", keys, [now, k.task_prefix, limit,
+                                                   k.utube_lists(queue), queue,
+                                                   k.wake_channel(queue)]))
 
     def empty(self, queue: str, mode: str, limit: int) -> tuple[int, bool]:
         """One chunk of a 'truncate' (delete the waiting tasks) or a 'drop' (every task,
@@ -511,9 +533,11 @@ class Scripts(ScriptRunner):
                 k.expiry(queue), k.statistics(queue), k.listeners(queue), k.leases(queue),
                 k.started(queue), k.complete(queue), k.failed(queue), k.canceled(queue),
                 k.expired(queue), k.buried(queue), k.queue_settings(queue), k.queues,
-                k.periodic(queue), k.periodic_due(queue)]
+                k.periodic(queue), k.periodic_due(queue), k.utubes(queue),
+                k.utube_waiting(queue)]
         try:
-            deleted, done = self._run("empty", keys, [mode, k.task_prefix, queue, limit])
+            deleted, done = self._run("empty", keys, [mode, k.task_prefix, queue, limit,
+                                                      k.utube_lists(queue)])
         except ResponseError as error:
             if "QUEUEBUSY" not in str(error):
                 raise
@@ -525,8 +549,10 @@ class Scripts(ScriptRunner):
         """Cancel a waiting (pending or scheduled) task of `queue`."""
         k = self.keys
         keys = [k.task(task_id), k.pending(queue), k.prioritized(queue), k.scheduled(queue),
-                k.identifiers(queue), k.canceled(queue), k.expiry(queue), k.statistics(queue)]
-        reply = self._run("cancel", keys, [task_id, queue, now])
+                k.identifiers(queue), k.canceled(queue), k.expiry(queue), k.statistics(queue),
+                k.utubes(queue), k.utube_waiting(queue)]
+        reply = self._run("cancel", keys, [task_id, queue, now, k.utube_lists(queue),
+                                           k.task_prefix, k.wake_channel(queue)])
         if int(reply[0]) == 0:
             return Outcome(False, status=reply[1])
         return Outcome.from_reply(reply)
@@ -537,9 +563,11 @@ class Scripts(ScriptRunner):
         """Put a failed or canceled task (its `status` as the caller found it) back in line."""
         k = self.keys
         keys = [k.task(task_id), k.finished(queue, status), k.pending(queue),
-                k.prioritized(queue), k.scheduled(queue), k.identifiers(queue)]
+                k.prioritized(queue), k.scheduled(queue), k.identifiers(queue), k.utubes(queue),
+                k.utube_waiting(queue)]
         reply = self._run("retry", keys, [task_id, queue, status, now, eta, "1" if front else "",
-                                          priority, k.wake_channel(queue), k.task_prefix])
+                                          priority, k.wake_channel(queue), k.task_prefix,
+                                          k.utube_lists(queue)])
         if int(reply[0]) == 0:
             return Outcome(False, status=reply[1])
         return Outcome.from_reply(reply)

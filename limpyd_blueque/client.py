@@ -196,5 +196,21 @@ class Processor:
         return self._job.fail(error, listener_id=self._listener_id, pid=self._pid,
                               attempt=self._attempt)
 
+    # -- this library's additions (Tarantool's operations; see `Task`) --------------------
+    def release(self, delay: float | None = None) -> bool:
+        """Give the task back (pending, or scheduled `delay` seconds from now), this attempt
+        not counted as a failure; False when the caller no longer holds it."""
+        return self._job.release(delay, listener_id=self._listener_id or "",
+                                 attempt=self._attempt)
+
+    def bury(self, why: Any = None) -> bool:
+        """Put the task aside until `Queue.kick`; False when no longer held."""
+        return self._job.bury(why, listener_id=self._listener_id or "", attempt=self._attempt)
+
+    def touch(self, seconds: float) -> bool:
+        """Extend the task's lease by `seconds`; False when no longer held."""
+        return self._job.touch(seconds, listener_id=self._listener_id or "",
+                               attempt=self._attempt)
+
 
 __all__ = ["Client", "ClientQueue", "Listener", "Processor", "listener_id_for"]

@@ -41,7 +41,7 @@ HELD_STRUCTURE: tuple[str, str] = ("leases", "zset")
 #: structure with every status its entries may have).
 STATUS_STRUCTURES: dict[Status, tuple[tuple[str, str], ...]] = {
     Status.SCHEDULED: (("scheduled", "zset"),),
-    Status.PENDING: (("pending", "list"), ("prioritized", "zset")),
+    Status.PENDING: (("pending", "list"), ("prioritized", "zset"), ("utube_waiting", "zset")),
     Status.RESERVED: (HELD_STRUCTURE,),
     Status.STARTED: (("started", "started"),),
     Status.COMPLETE: (("complete", "list"),),
@@ -219,6 +219,25 @@ class KeySpace:
     def canceled(self, queue: str) -> str:
         """List of canceled task ids, newest first."""
         return self._own("canceled", queue)
+
+    def utubes(self, queue: str) -> str:
+        """Hash of a queue's busy micro-queues: utube key -> id of the one task of that key
+        in line or held (see `lua/_line.lua`)."""
+        return self._own("utubes", queue)
+
+    def utube_waiting(self, queue: str) -> str:
+        """Sorted set of the pending tasks waiting behind the task of their utube key,
+        scored by when they joined (each is also in its key's list, `utube`)."""
+        return self._own("utube_waiting", queue)
+
+    def utube_lists(self, queue: str) -> str:
+        """What precedes a utube key in the name of its list (scripts add the key)."""
+        return self._own("utube", queue, "")
+
+    def utube(self, queue: str, key: str) -> str:
+        """List of the pending tasks waiting behind the task of utube `key`, in order
+        (pushed left, taken right)."""
+        return self.utube_lists(queue) + key
 
     def buried(self, queue: str) -> str:
         """List of buried task ids, newest first (`Queue.kick` takes the oldest first)."""

@@ -20,6 +20,8 @@ from .values import MAX_COUNT, MAX_SECONDS, check_number, encode, shown, timesta
 MAX_PRIORITY = 1_000_000
 #: the longest identifier, in characters
 IDENTIFIER_MAX = 1000
+#: a micro-queue (utube) key
+UTUBE_RE = re.compile(r"^[A-Za-z0-9._:@/-]{1,200}$")
 #: a job model's name: a dotted Python name (a class made in a function has '<locals>')
 MODEL_NAME_RE = re.compile(r"^[A-Za-z_<][A-Za-z0-9_<>]*(\.[A-Za-z_<][A-Za-z0-9_<>]*)*$")
 
@@ -35,7 +37,7 @@ TERM_RULES: dict[str, dict[str, Any]] = {
 STEP_FIELDS = frozenset({
     "status", "queue", "parameters", "result", "error", "node", "pid", "created", "updated",
     "eta", "reclaimed_node", "attempt", "priority", "identifier", "model", "pstart",
-    "alive_until", "uncounted", "started_at", "periodic", "periodic_tick", "expires_at",
+    "alive_until", "uncounted", "started_at", "periodic", "periodic_tick", "expires_at", "utube",
 })
 
 
@@ -59,6 +61,7 @@ class TaskOptions:
     prepend: bool = False
     fields: Mapping[str, str] = field(default_factory=dict)
     ttl: float | None = None
+    utube: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fields", MappingProxyType(dict(self.fields)))
@@ -115,6 +118,17 @@ def check_identifier(value: object) -> str | None:
     return encode(value, "identifier")
 
 
+def check_utube(value: object) -> str | None:
+    """A micro-queue (utube) key: None, or 1 to 200 characters among letters, digits and
+    `. _ - : @ /` (it is part of a key name)."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not UTUBE_RE.match(value):
+        raise ConfigurationError(f"utube must be 1 to 200 characters among letters, digits "
+                                 f"and . _ - : @ /, not {shown(value)}")
+    return value
+
+
 def model_name(model: object) -> str:
     """The name a task records for its job model: a `Job` subclass's `get_model_repr()`,
     or a name given as text (a dotted Python name; nothing is ever imported from it)."""
@@ -151,7 +165,7 @@ def field_values(job_model: JobModelLike, fields: Mapping[str, Any]) -> dict[str
 def task_options(job_model: JobModelLike, now: float, *, priority: object = 0,
                  delay: object = None, eta: object = None, identifier: object = None,
                  prepend: object = False, model: object = None, ttl: object = None,
-                 **fields: Any) -> TaskOptions:
+                 utube: object = None, **fields: Any) -> TaskOptions:
     """Check the options of one task (see `Queue.enqueue`); `ConfigurationError` names the
     first bad one, before anything is written."""
     if not isinstance(prepend, bool):
@@ -166,4 +180,4 @@ def task_options(job_model: JobModelLike, now: float, *, priority: object = 0,
     if ttl is not None:
         lifetime = check_number("ttl", seconds("ttl", ttl), minimum=0, above=True)
     return TaskOptions(check_priority(priority), moment, check_identifier(identifier),
-                       prepend, values, lifetime)
+                       prepend, values, lifetime, check_utube(utube))

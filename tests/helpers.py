@@ -69,3 +69,15 @@ def kill_task_processes(conn):
     for entry in events(conn):
         if entry["pid"] != os.getpid():
             kill(entry["pid"])
+
+
+LISTENER = "worker.example.com_4242"
+OTHER = "other.example.com_7"
+
+
+def take(queue_name, listener=LISTENER, **options):
+    """The job of the next task `listener` reserves from `queue_name` (None: none)."""
+    from limpyd_blueque import Queue
+
+    job, _ = Queue.reserve_from([queue_name], listener, **options)
+    return job

@@ -131,3 +131,15 @@ def record_run(job):
     """Record a run of `job`; how many runs it had, this one included."""
     record(job, "run", attempt=job.known.get("attempt"))
     return sum(1 for entry in events(job.client(), job.pk.get()) if entry["event"] == "run")
+
+
+def utube_callback(job, queue):
+    """For the micro-queue test: record the task's start and end, with its utube key and
+    its rank in that key, sleeping the seconds of its parameters in between."""
+    params = json.loads(job.known.get("parameters") or "{}")
+    client = job.client()
+    start = time.time()
+    time.sleep(params.get("sleep", 0.0))
+    client.rpush("test:utube", json.dumps({"key": params["key"], "rank": params["rank"],
+                                           "start": start, "end": time.time()}))
+    return "ok"

@@ -69,7 +69,8 @@ def test_every_field_and_key_this_library_adds_is_documented():
     for key in (k.leases("<queue>"), k.wake_channel("<queue>"), k.queue_settings("<queue>"),
                 k.workers, k.temporary("<random>"), k.prioritized("<queue>"),
                 k.identifiers("<queue>"), k.canceled("<queue>"), k.periodic("<queue>"),
-                k.periodic_due("<queue>")):
+                k.periodic_due("<queue>"), k.buried("<queue>"), k.expired("<queue>"),
+                k.expiry("<queue>"), k.statistics("<queue>")):
         assert f"``{key}``" in doc, key
 
 
@@ -90,7 +91,10 @@ def test_every_status_is_filed_in_the_structures_of_the_table():
     assert k.status_structure("q", "canceled") == ("blueque:canceled:q", "list")
     # pending tasks: priority 0 in the Blueque list, the others in the prioritized set
     assert k.structures_of("q", "pending") == [("blueque_pending_tasks_q", "list"),
-                                               ("blueque:prioritized:q", "zset")]
+                                               ("blueque:prioritized:q", "zset"),
+                                               ("blueque:utube_waiting:q", "zset")]
+    assert k.status_structure("q", "buried") == ("blueque:buried:q", "list")
+    assert k.status_structure("q", "expired") == ("blueque:expired:q", "list")
     assert k.held_structure("q") == k.status_structure("q", "reserved")
     assert STATUS_STRUCTURES[Status.RESERVED] == (HELD_STRUCTURE,)
     with pytest.raises(ValueError):

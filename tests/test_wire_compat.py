@@ -846,3 +846,46 @@ def test_a_task_scheduled_with_a_priority_joins_its_priority_when_limpyd_blueque
     assert conn.llen(f"blueque_pending_tasks_{QUEUE}") == 0
     assert driver.listen(QUEUE).task is None
     assert queue.reserve(listener_id_for()).task_id == job.task_id
+
+
+def test_statistics_equal_a_full_scan_after_a_mixed_run(
+        driver: Reference, database, conn):
+    """Tasks enqueued, run, failed, buried, released, expired and taken back by both
+    libraries, a holder lost and a deep clean: the O(1) statistics equal a count of every
+    task hash by status."""
+    from limpyd_blueque.cleaning import deep_clean
+
+    queue = Queue.named(QUEUE)
+    ours = [queue.enqueue(PARAMETERS, priority=n % 3, utube=f"k{n % 4}" if n % 2 else None)
+            for n in range(20)]
+    theirs = [driver.enqueue(QUEUE, PARAMETERS) for _ in range(10)]
+    queue.enqueue(PARAMETERS, delay=3600)
+    queue.enqueue(PARAMETERS, ttl=0.01)
+    for _ in range(3):  # the reference's worker takes Blueque-line tasks and runs them
+        task = driver.listen(QUEUE).task
+        driver.start(task["id"], PID)
+        driver.complete(task["id"], RESULT)
+    listener = listener_id_for()
+    for n in range(8):
+        job = queue.reserve(listener)
+        [job.complete, job.fail, job.bury, job.release][n % 4]("x" if n % 4 < 3 else None)
+    lost = queue.reserve(listener)  # its holder dies: its lease ends, a light clean takes it
+    conn.zadd(f"blueque:leases:{QUEUE}", {lost.task_id: 0})
+    Queue.scripts().upkeep.recover([(QUEUE, lost.task_id, None, None)], time.time(),
+                                   expired_only=True, max_attempts=None, why="test")
+    ours[-1].cancel() if ours[-1].status.hget() == "pending" else None
+    queue.kick(1)
+    time.sleep(0.02)
+    queue.expire_due()
+    deep_clean(Queue)
+    scanned: dict[str, int] = {}
+    for key in conn.scan_iter("blueque_task_*"):
+        if conn.hget(key, "queue") == QUEUE:
+            status = conn.hget(key, "status")
+            scanned[status] = scanned.get(status, 0) + 1
+    tasks = queue.statistics()["tasks"]
+    held = scanned.pop("reserved", 0) + scanned.pop("started", 0)
+    assert tasks["taken"] == held
+    assert {status: tasks[status] for status in scanned} == scanned
+    assert tasks["total"] == sum(scanned.values()) + held == 32
+    assert len(theirs) == 10

@@ -108,19 +108,97 @@ local function identifier_claim(identifiers, prefix, task, id, queue)
     end
 end
 
+-- Micro-queues (utube): among the pending and held tasks of a queue that share a utube
+-- key, one at a time is in line or held: the key's holder, in the utubes hash. The others
+-- wait in order in the key's list (pushed left, taken right) and in the utube-waiting set.
+-- u: {utubes = hash, waiting = sorted set, lists = list name prefix, prefix = task key
+-- prefix, queue = name, pending = Blueque list, prioritized = sorted set}: see utube_keys
+
+-- the utube keys of a queue, from the script's KEYS and ARGV
+local function utube_keys(utubes, waiting, lists, prefix, queue, pending, prioritized)
+    return {utubes = utubes, waiting = waiting, lists = lists, prefix = prefix,
+        queue = queue, pending = pending, prioritized = prioritized}
+end
+
+-- true when task `id` may hold utube `name`: it does, nobody does, or its holder no
+-- longer is a pending, scheduled or held task of that key
+local function utube_free(u, name, id)
+    local holder = redis.call('HGET', u.utubes, name)
+    if not holder or holder == id then return true end
+    local key = u.prefix .. holder
+    if redis.call('TYPE', key)['ok'] ~= 'hash' then return true end
+    local fields = redis.call('HMGET', key, 'status', 'utube', 'queue')
+    local active = {pending = true, scheduled = true, reserved = true, started = true}
+    return not (active[fields[1]] and fields[2] == name and fields[3] == u.queue)
+end
+
+-- put pending task `id` (hash `key`) of utube `name` where it goes: in line at its
+-- priority when it may hold the key, else behind the key's holder; true when in line
+local function utube_join(u, id, key, name, now, front)
+    if utube_free(u, name, id) then
+        redis.call('HSET', u.utubes, name, id)
+        line_push(u.pending, u.prioritized, id, priority_of(key), front)
+        return true
+    end
+    redis.call('LPUSH', u.lists .. name, id)
+    redis.call('ZADD', u.waiting, now, id)
+    return false
+end
+
+-- a task leaves its utube for good (finished, buried, canceled, expired or deleted): one
+-- waiting behind leaves the key's list; the holder hands the key to the next waiting
+-- task, which joins the line. True when one did (a wake-up is due).
+local function utube_leave(u, id, key)
+    local name = redis.call('HGET', key, 'utube')
+    if not name then return false end
+    if redis.call('ZREM', u.waiting, id) == 1 then
+        redis.call('LREM', u.lists .. name, 0, id)
+        return false
+    end
+    if redis.call('HGET', u.utubes, name) ~= id then return false end
+    while true do
+        local next_id = redis.call('RPOP', u.lists .. name)
+        if not next_id then
+            redis.call('HDEL', u.utubes, name)
+            return false
+        end
+        redis.call('ZREM', u.waiting, next_id)
+        local next_key = u.prefix .. next_id
+        if redis.call('TYPE', next_key)['ok'] == 'hash'
+                and redis.call('HGET', next_key, 'status') == 'pending'
+                and redis.call('HGET', next_key, 'utube') == name then
+            redis.call('HSET', u.utubes, name, next_id)
+            line_push(u.pending, u.prioritized, next_id, priority_of(next_key), false)
+            return true
+        end
+    end
+end
+
+-- put a task that was out of line (due, kicked, requeued by hand) in line, or behind
+-- the holder of its utube key; true when in line
+local function line_join(u, id, key, now, front)
+    local name = redis.call('HGET', key, 'utube')
+    if name then return utube_join(u, id, key, name, now, front) end
+    line_push(u.pending, u.prioritized, id, priority_of(key), front)
+    return true
+end
+
 -- a waiting task whose ttl ran out leaves every waiting structure: status 'expired',
 -- filed in the expired list (k: pending, prioritized, scheduled, identifiers, expiry,
--- expired, stats); `in_line` false when the caller already took it out of line
+-- expired, stats, u the utube keys); `in_line` false when the caller already took it out
+-- of line. True when a task of its utube key joined the line (a wake-up is due).
 local function expire_task(k, key, id, now, in_line)
     if in_line then
         line_remove(k.pending, k.prioritized, id)
         redis.call('ZREM', k.scheduled, id)
     end
+    local woken = utube_leave(k.u, id, key)
     redis.call('ZREM', k.expiry, id)
     identifier_release(k.identifiers, key, id)
     redis.call('HSET', key, 'status', 'expired', 'updated', now)
     redis.call('LPUSH', k.expired, id)
     redis.call('HINCRBY', k.stats, 'calls.expire', 1)
+    return woken
 end
 
 -- true when the task at `key` has an expiry that is past at `now` (the server's clock)

@@ -6,14 +6,17 @@
 -- KEYS[5] <prefix>:expired:<queue>, KEYS[6] <prefix>:buried:<queue>,
 -- KEYS[7] blueque_pending_tasks_<queue>, KEYS[8] <prefix>:prioritized:<queue>,
 -- KEYS[9] blueque_scheduled_tasks_<queue>, KEYS[10] <prefix>:identifiers:<queue>,
--- KEYS[11] <prefix>:expiry:<queue>, KEYS[12] <prefix>:stats:<queue>
+-- KEYS[11] <prefix>:expiry:<queue>, KEYS[12] <prefix>:stats:<queue>,
+-- KEYS[13] <prefix>:utubes:<queue>, KEYS[14] <prefix>:utube_waiting:<queue>
 -- ARGV[1] task id, ARGV[2] queue the caller believes the task is in, ARGV[3] 'finished'
--- (complete, failed, canceled or expired only) or 'any' (all but reserved and started)
+-- (complete, failed, canceled or expired only) or 'any' (all but reserved and started),
+-- ARGV[4] name prefix of the utube lists, ARGV[5] key prefix of task hashes, ARGV[6]
+-- wake-up channel
 -- Returns {1} when deleted, {0, status, queue} when refused, {-1} when missing.
 local refused = refuse_misfit({{KEYS[1], 'hash'}, {KEYS[2], 'list'}, {KEYS[3], 'list'},
     {KEYS[4], 'list'}, {KEYS[5], 'list'}, {KEYS[6], 'list'}, {KEYS[7], 'list'},
     {KEYS[8], 'zset'}, {KEYS[9], 'zset'}, {KEYS[10], 'hash'}, {KEYS[11], 'zset'},
-    {KEYS[12], 'hash'}})
+    {KEYS[12], 'hash'}, {KEYS[13], 'hash'}, {KEYS[14], 'zset'}})
 if refused then return refused end
 local id = ARGV[1]
 local lists = {complete = KEYS[2], failed = KEYS[3], canceled = KEYS[4], expired = KEYS[5]}
@@ -30,6 +33,8 @@ else  -- waiting
     line_remove(KEYS[7], KEYS[8], id)
     redis.call('ZREM', KEYS[9], id)
     identifier_release(KEYS[10], KEYS[1], id)
+    local u = utube_keys(KEYS[13], KEYS[14], ARGV[4], ARGV[5], ARGV[2], KEYS[7], KEYS[8])
+    if utube_leave(u, id, KEYS[1]) then redis.call('PUBLISH', ARGV[6], 1) end
 end
 redis.call('ZREM', KEYS[11], id)
 redis.call('DEL', KEYS[1])

@@ -9,17 +9,19 @@
 -- KEYS[11] blueque_failed_tasks_<queue>, KEYS[12] <prefix>:canceled:<queue>,
 -- KEYS[13] <prefix>:expired:<queue>, KEYS[14] <prefix>:buried:<queue>,
 -- KEYS[15] <prefix>:queue:<queue>, KEYS[16] blueque_queues,
--- KEYS[17] <prefix>:periodic:<queue>, KEYS[18] <prefix>:periodic_due:<queue>
+-- KEYS[17] <prefix>:periodic:<queue>, KEYS[18] <prefix>:periodic_due:<queue>,
+-- KEYS[19] <prefix>:utubes:<queue>, KEYS[20] <prefix>:utube_waiting:<queue>
 -- ARGV[1] 'truncate' or 'drop', ARGV[2] key prefix of task hashes, ARGV[3] queue name,
--- ARGV[4] most entries to take in this call
+-- ARGV[4] most entries to take in this call, ARGV[5] name prefix of the utube lists
 -- A task hash is deleted only if it still belongs to this queue with a status the mode
 -- deletes; other entries are only removed.
 -- Returns {tasks deleted, 1 when nothing is left to do}.
 local mode, prefix, queue, limit = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local refused = refuse_misfit({{KEYS[1], 'list'}, {KEYS[2], 'zset'}, {KEYS[3], 'zset'},
-    {KEYS[4], 'hash'}, {KEYS[5], 'zset'}, {KEYS[6], 'hash'}})
+    {KEYS[4], 'hash'}, {KEYS[5], 'zset'}, {KEYS[6], 'hash'}, {KEYS[19], 'hash'},
+    {KEYS[20], 'zset'}})
 if refused then return refused end
-local sources = {{KEYS[1], 'list'}, {KEYS[2], 'zset'}, {KEYS[3], 'zset'}}
+local sources = {{KEYS[20], 'zset'}, {KEYS[1], 'list'}, {KEYS[2], 'zset'}, {KEYS[3], 'zset'}}
 local deletes = {pending = true, scheduled = true}
 if mode == 'drop' then
     refused = refuse_misfit({{KEYS[7], 'set'}, {KEYS[8], 'zset'}, {KEYS[9], 'set'},
@@ -50,6 +52,12 @@ for _, source in ipairs(sources) do
         if redis.call('TYPE', key)['ok'] == 'hash' and redis.call('HGET', key, 'queue') == queue
                 and deletes[redis.call('HGET', key, 'status')] then
             identifier_release(KEYS[4], key, id)
+            local name = redis.call('HGET', key, 'utube')
+            -- its key is free again (the tasks waiting behind are deleted too)
+            if name and redis.call('HGET', KEYS[19], name) == id then
+                redis.call('HDEL', KEYS[19], name)
+                redis.call('DEL', ARGV[5] .. name)
+            end
             redis.call('ZREM', KEYS[5], id)
             redis.call('DEL', key)
             deleted = deleted + 1
@@ -59,8 +67,11 @@ end
 if deleted > 0 then redis.call('HINCRBY', KEYS[6], 'calls.delete', deleted) end
 if taken >= limit then return {deleted, 0} end
 if mode == 'drop' then
+    for _, name in ipairs(redis.call('HKEYS', KEYS[19])) do
+        redis.call('DEL', ARGV[5] .. name)
+    end
     for _, key in ipairs({KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[15],
-            KEYS[17], KEYS[18]}) do
+            KEYS[17], KEYS[18], KEYS[19]}) do
         redis.call('DEL', key)
     end
     if not misfit({{KEYS[16], 'zset'}}) then redis.call('ZREM', KEYS[16], queue) end

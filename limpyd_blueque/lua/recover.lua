@@ -1,18 +1,20 @@
 -- Take back tasks whose holder is gone: their lease expired (any host), or the process
 -- running them is dead (same host). Each goes back to pending at the front of its queue,
 -- or fails once it has used its attempts.
--- KEYS, eight per task: blueque_task_<id>, <prefix>:leases:<queue>,
+-- KEYS, ten per task: blueque_task_<id>, <prefix>:leases:<queue>,
 --   blueque_pending_tasks_<queue>, blueque_failed_tasks_<queue>,
 --   blueque_started_tasks_<queue>, <prefix>:queue:<queue> (queue settings),
---   <prefix>:prioritized:<queue>, <prefix>:identifiers:<queue>
+--   <prefix>:prioritized:<queue>, <prefix>:identifiers:<queue>, <prefix>:utubes:<queue>,
+--   <prefix>:utube_waiting:<queue>
 -- ARGV[1] now (for the `updated` field), ARGV[2] 'expired' (only if the lease ended,
 -- by the server's clock), 'dead' (its holder is dead: unless the task's own process says
 -- it still lives, its `alive_until` field being ahead of the server's clock) or 'gone'
 -- (its process is known to be gone: always), ARGV[3] default maximum attempts ('': no
--- maximum), ARGV[4] why, for the error field, ARGV[5] key prefix of task hashes; then six
+-- maximum), ARGV[4] why, for the error field, ARGV[5] key prefix of task hashes; then seven
 -- per task: task id, reserved-list key prefix of the queue (the listener id read from the
 -- hash completes it), wake-up channel, attempt expected ('': any), holder expected ('':
--- any), queue name. A task held by another holder or attempt than expected is skipped: it
+-- any), queue name, name prefix of the queue's utube lists. A task put back keeps its
+-- utube key; one failed hands it to the next task of that key. A task held by another holder or attempt than expected is skipped: it
 -- changed hands meanwhile. Attempts a task did not fail (it delayed itself: its
 -- `uncounted` field) do not count toward the maximum.
 -- Returns, flat, per task: id, outcome ('pending', 'failed' or 'skipped').
@@ -21,15 +23,20 @@ local clock = redis.call('TIME')
 local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
 local out = {}
 local prefix = ARGV[5]
-for i = 1, #KEYS / 8 do
+for i = 1, #KEYS / 10 do
+    local b = 10 * (i - 1)
     local task, leases, pending, failed, started, settings, prioritized, identifiers =
-        KEYS[8 * i - 7], KEYS[8 * i - 6], KEYS[8 * i - 5], KEYS[8 * i - 4], KEYS[8 * i - 3],
-        KEYS[8 * i - 2], KEYS[8 * i - 1], KEYS[8 * i]
-    local id, reserved_prefix, channel, expected, holder, queue = ARGV[6 * i], ARGV[6 * i + 1],
-        ARGV[6 * i + 2], ARGV[6 * i + 3], ARGV[6 * i + 4], ARGV[6 * i + 5]
+        KEYS[b + 1], KEYS[b + 2], KEYS[b + 3], KEYS[b + 4], KEYS[b + 5], KEYS[b + 6],
+        KEYS[b + 7], KEYS[b + 8]
+    local a = 7 * (i - 1) + 6
+    local id, reserved_prefix, channel, expected, holder, queue = ARGV[a], ARGV[a + 1],
+        ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5]
+    local u = utube_keys(KEYS[b + 9], KEYS[b + 10], ARGV[a + 6], prefix, queue, pending,
+        prioritized)
     local status = nil
     local bad = misfit({{task, 'hash'}, {leases, 'zset'}, {pending, 'list'}, {failed, 'list'},
         {started, 'set'}, {settings, 'hash'}, {prioritized, 'zset'}, {identifiers, 'hash'},
+        {u.utubes, 'hash'}, {u.waiting, 'zset'},
         {reserved_prefix .. (redis.call('TYPE', task)['ok'] == 'hash'
             and (redis.call('HGET', task, 'node') or '') or ''), 'list'}})
     if not bad then status = redis.call('HGET', task, 'status') end
@@ -70,6 +77,7 @@ for i = 1, #KEYS / 8 do
             redis.call('HSET', task, 'status', 'failed', 'updated', ARGV[1], 'error',
                 'LeaseExpired: ' .. why .. ' after ' .. used .. ' attempt(s)')
             redis.call('LPUSH', failed, id)
+            if utube_leave(u, id, task) then redis.call('PUBLISH', channel, 1) end
             outcome = 'failed'
         else
             redis.call('HSET', task, 'status', 'pending', 'updated', ARGV[1])

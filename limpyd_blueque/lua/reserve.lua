@@ -2,12 +2,12 @@
 -- mark it reserved (or started, when a pid is given) at once. The next task is the first
 -- in line of the highest priority any of the queues has (see _line.lua); between queues
 -- whose next tasks have the same priority, the queue given first.
--- KEYS, eleven per queue, queues in their order of preference:
+-- KEYS, thirteen per queue, queues in their order of preference:
 --   blueque_pending_tasks_<queue>, blueque_reserved_tasks_<queue>_<listener>,
 --   <prefix>:leases:<queue>, blueque_started_tasks_<queue>, <prefix>:queue:<queue>,
 --   blueque_failed_tasks_<queue>, <prefix>:prioritized:<queue>,
 --   <prefix>:identifiers:<queue>, <prefix>:expiry:<queue>, <prefix>:expired:<queue>,
---   <prefix>:stats:<queue>
+--   <prefix>:stats:<queue>, <prefix>:utubes:<queue>, <prefix>:utube_waiting:<queue>
 -- A task met past its ttl (its `expires_at`, by the server's clock) is expired, not run.
 -- ARGV[1] key prefix of task hashes (ids are only known inside)
 -- ARGV[2] listener id, ARGV[3] now
@@ -15,9 +15,10 @@
 -- ARGV[5] start time of that process (kept to tell it from a later one with its pid)
 -- ARGV[6] default maximum run time, ARGV[7] default maximum attempts ('': none)
 -- ARGV[8] most entries to pass over in one call (ids that are not pending tasks)
--- then two per queue: ARGV[7 + 2i] default lease length in seconds for queue i ('' or
+-- then three per queue: ARGV[6 + 3i] default lease length in seconds for queue i ('' or
 --   '0': no expiry; 'never': no expiry whatever the task or queue say, for a caller
---   that does not renew leases), ARGV[8 + 2i] the queue's name
+--   that does not renew leases), ARGV[7 + 3i] the queue's name, ARGV[8 + 3i] the name
+--   prefix of its utube lists
 -- Each term is the task's own, else its queue's, else the default (see _terms.lua).
 -- Lease ends are timed by the server's clock, so clients' clocks need not agree.
 -- A queue one of whose keys holds another type is skipped (reported in `broken`), so
@@ -74,16 +75,20 @@ local function quarantine(key, id, queue, reserved, failed, why)
 end
 
 local open_queues = {}  -- the queues whose keys are all of their type: {index, keys}
-local N = 11
+local N = 13
 for i = 1, #KEYS / N do
     local b = N * (i - 1)
     local k = {pending = KEYS[b + 1], reserved = KEYS[b + 2], leases = KEYS[b + 3],
         started = KEYS[b + 4], settings = KEYS[b + 5], failed = KEYS[b + 6],
         prioritized = KEYS[b + 7], identifiers = KEYS[b + 8], expiry = KEYS[b + 9],
-        expired = KEYS[b + 10], stats = KEYS[b + 11]}
+        expired = KEYS[b + 10], stats = KEYS[b + 11], utubes = KEYS[b + 12],
+        waiting = KEYS[b + 13]}
+    k.u = utube_keys(k.utubes, k.waiting, ARGV[8 + 3 * i], prefix, ARGV[7 + 3 * i],
+        k.pending, k.prioritized)
     local bad, found = misfit({{k.pending, 'list'}, {k.reserved, 'list'}, {k.leases, 'zset'},
         {k.started, 'set'}, {k.settings, 'hash'}, {k.failed, 'list'}, {k.prioritized, 'zset'},
-        {k.identifiers, 'hash'}, {k.expiry, 'zset'}, {k.expired, 'list'}, {k.stats, 'hash'}})
+        {k.identifiers, 'hash'}, {k.expiry, 'zset'}, {k.expired, 'list'}, {k.stats, 'hash'},
+        {k.utubes, 'hash'}, {k.waiting, 'zset'}})
     if bad then
         broken[#broken + 1] = i
         broken[#broken + 1] = bad .. ' holds a ' .. found
@@ -115,7 +120,7 @@ while passed < bound do
     local entry, source = next_queue()
     if not entry then break end
     local i, k = entry[1], entry[2]
-    local queue = ARGV[8 + 2 * i]
+    local queue = ARGV[7 + 3 * i]
     local id = take(k, source)
     if not id then break end
     local key = prefix .. id
@@ -129,12 +134,12 @@ while passed < bound do
         passed = passed + 1
     elseif is_expired(key, server_now) then
         redis.call('LREM', k.reserved, -1, id)
-        expire_task(k, key, id, now, false)
+        expire_task(k, key, id, now, false)  -- the next of its utube key joins the line
         expired[#expired + 1] = id
         passed = passed + 1
     else
         local ttr, max_run_time, max_attempts = lease_terms(key, k.settings,
-            ARGV[7 + 2 * i], ARGV[6], ARGV[7])
+            ARGV[6 + 3 * i], ARGV[6], ARGV[7])
         local deadline = '+inf'
         if ttr ~= 'never' and ttr and ttr > 0 then deadline = server_now + ttr end
         redis.call('HINCRBY', key, 'attempt', 1)

@@ -3,15 +3,17 @@
 -- scheduled at an eta; its attempts so far no longer count toward its maximum.
 -- KEYS[1] blueque_task_<id>, KEYS[2] the list of its status (failed or canceled),
 -- KEYS[3] blueque_pending_tasks_<queue>, KEYS[4] <prefix>:prioritized:<queue>,
--- KEYS[5] blueque_scheduled_tasks_<queue>, KEYS[6] <prefix>:identifiers:<queue>
+-- KEYS[5] blueque_scheduled_tasks_<queue>, KEYS[6] <prefix>:identifiers:<queue>,
+-- KEYS[7] <prefix>:utubes:<queue>, KEYS[8] <prefix>:utube_waiting:<queue>
 -- ARGV[1] task id, ARGV[2] queue the caller believes the task is in, ARGV[3] the status
 -- the caller found (whose list is KEYS[2]), ARGV[4] now, ARGV[5] eta ('': pending now),
 -- ARGV[6] '1': at the front, ARGV[7] new priority ('': unchanged), ARGV[8] wake-up
--- channel, ARGV[9] key prefix of task hashes
+-- channel, ARGV[9] key prefix of task hashes, ARGV[10] name prefix of the utube lists
 -- Returns {1} when requeued, {0, status, queue} when refused (its status is not ARGV[3]
 -- any more, is not failed or canceled, or it is in another queue), {-1} when missing.
 local refused = refuse_misfit({{KEYS[1], 'hash'}, {KEYS[2], 'list'}, {KEYS[3], 'list'},
-    {KEYS[4], 'zset'}, {KEYS[5], 'zset'}, {KEYS[6], 'hash'}})
+    {KEYS[4], 'zset'}, {KEYS[5], 'zset'}, {KEYS[6], 'hash'}, {KEYS[7], 'hash'},
+    {KEYS[8], 'zset'}})
 if refused then return refused end
 local id, queue = ARGV[1], ARGV[2]
 local allowed = {}
@@ -29,8 +31,10 @@ end
 redis.call('HSET', KEYS[1], 'uncounted', redis.call('HGET', KEYS[1], 'attempt') or 0)
 if ARGV[5] == '' then
     redis.call('HSET', KEYS[1], 'status', 'pending', 'updated', ARGV[4])
-    line_push(KEYS[3], KEYS[4], id, priority_of(KEYS[1]), ARGV[6] == '1')
-    redis.call('PUBLISH', ARGV[8], 1)
+    local u = utube_keys(KEYS[7], KEYS[8], ARGV[10], ARGV[9], queue, KEYS[3], KEYS[4])
+    if line_join(u, id, KEYS[1], ARGV[4], ARGV[6] == '1') then
+        redis.call('PUBLISH', ARGV[8], 1)
+    end
 else
     redis.call('HSET', KEYS[1], 'status', 'scheduled', 'eta', ARGV[5], 'updated', ARGV[4])
     redis.call('ZADD', KEYS[5], ARGV[5], id)
