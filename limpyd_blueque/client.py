@@ -76,6 +76,12 @@ class ClientQueue:
     def name(self) -> str:
         return self._queue.pk.get()
 
+    @property
+    def model(self) -> Queue:
+        """The `Queue` model behind it, bound to the client's Redis: for what the
+        reference API lacks (task options, statistics, Tarantool's operations)."""
+        return self._queue
+
     def enqueue(self, parameters: Any) -> str:
         """Submit a task; returns its id."""
         return self._queue.enqueue(parameters).pk.get()

@@ -116,7 +116,11 @@ def test_every_task_completes_through_killed_workers_and_a_redis_restart(tmp_pat
     started = time.monotonic()
     try:
         queue = Client(server.url).get_queue("crash")
-        task_ids = [queue.enqueue(str(round(rng.uniform(0.2, 2.5), 2))) for _ in range(TASKS)]
+        # some tasks in micro-queues, some with a ttl (long enough never to expire): the
+        # chaos must lose none of them either
+        task_ids = [queue.model.enqueue(
+            str(round(rng.uniform(0.2, 2.5), 2)), utube=f"u{n % 5}" if n % 4 == 0 else None,
+            ttl=3600 if n % 5 == 0 else None).task_id for n in range(TASKS)]
         for slot in range(len(MODES)):
             fleet.start(slot)
         redis_restarted = False
@@ -159,6 +163,9 @@ def test_every_task_completes_through_killed_workers_and_a_redis_restart(tmp_pat
         assert leftovers == [], f"seed {seed}"
         assert client.scard("blueque_started_tasks_crash") == 0, f"seed {seed}"
         assert client.zcard("blueque:leases:crash") == 0, f"seed {seed}"
+        assert client.hlen("blueque:utubes:crash") == 0, f"seed {seed}"  # every key free
+        assert client.zcard("blueque:utube_waiting:crash") == 0, f"seed {seed}"
+        assert client.zcard("blueque:expiry:crash") == 0, f"seed {seed}"
 
         runs = read_runs(log_path)
         reruns = {task_id: r for task_id, r in runs.items() if len(r) > 1}

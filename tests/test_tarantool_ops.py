@@ -263,3 +263,34 @@ def test_the_blueque_command_runs_each_operation(redis_url, queue, conn):
     assert blueque(redis_url, "drop", "tt", "--yes").returncode == 0
     missing = blueque(redis_url, "peek", "no-such-task")
     assert missing.returncode == 1 and "no task with id" in missing.stderr
+
+
+def test_racing_holders_and_kickers_each_get_exactly_one_outcome(queue, conn):
+    import threading
+
+    for n in range(40):
+        queue.enqueue(str(n))
+    jobs = [take() for _ in range(40)]
+    results: list[bool] = []
+
+    def bury_or_release(job, how):
+        results.append(job.bury() if how else job.release())
+
+    threads = [threading.Thread(target=bury_or_release, args=(job, how))
+               for job in jobs for how in (True, False)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results.count(True) == 40  # per task, the bury or the release: never both
+    statistics = queue.statistics()["tasks"]
+    assert statistics["buried"] + statistics["pending"] == 40
+    kicked: list[int] = []
+    kickers = [threading.Thread(target=lambda: kicked.append(queue.kick(40)))
+               for _ in range(4)]
+    for thread in kickers:
+        thread.start()
+    for thread in kickers:
+        thread.join()
+    assert sum(kicked) == statistics["buried"]
+    assert queue.statistics()["tasks"]["pending"] == 40
