@@ -145,3 +145,15 @@ def test_micro_queues_across_workers_never_run_two_of_a_key_and_keep_the_order(
             assert before["end"] <= after["start"], f"two tasks of {key} ran at once"
     print(f"\n{keys} keys x {per_key} tasks, 3 workers x 3 slots: {elapsed:.1f} s, never two "
           "of a key at once, each key in order")
+
+
+def test_a_key_whose_task_a_blueque_client_finished_goes_to_the_oldest_waiting_first(
+        queue, conn):
+    first = queue.enqueue("1", utube="k")
+    second = queue.enqueue("2", utube="k")
+    take()
+    # a Blueque client finishes it, knowing nothing of micro-queues
+    conn.hset(first.key, "status", "complete")
+    third = queue.enqueue("3", utube="k")
+    assert take().task_id == second.task_id
+    assert take() is None and third.status.hget() == "pending"

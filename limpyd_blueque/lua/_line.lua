@@ -132,30 +132,9 @@ local function utube_free(u, name, id)
     return not (active[fields[1]] and fields[2] == name and fields[3] == u.queue)
 end
 
--- put pending task `id` (hash `key`) of utube `name` where it goes: in line at its
--- priority when it may hold the key, else behind the key's holder; true when in line
-local function utube_join(u, id, key, name, now, front)
-    if utube_free(u, name, id) then
-        redis.call('HSET', u.utubes, name, id)
-        line_push(u.pending, u.prioritized, id, priority_of(key), front)
-        return true
-    end
-    redis.call('LPUSH', u.lists .. name, id)
-    redis.call('ZADD', u.waiting, now, id)
-    return false
-end
-
--- a task leaves its utube for good (finished, buried, canceled, expired or deleted): one
--- waiting behind leaves the key's list; the holder hands the key to the next waiting
--- task, which joins the line. True when one did (a wake-up is due).
-local function utube_leave(u, id, key)
-    local name = redis.call('HGET', key, 'utube')
-    if not name then return false end
-    if redis.call('ZREM', u.waiting, id) == 1 then
-        redis.call('LREM', u.lists .. name, 0, id)
-        return false
-    end
-    if redis.call('HGET', u.utubes, name) ~= id then return false end
+-- hand utube `name` to the next task waiting behind it, which joins the line; true when
+-- one did (a wake-up is due), else the key is free
+local function utube_pass(u, name)
     while true do
         local next_id = redis.call('RPOP', u.lists .. name)
         if not next_id then
@@ -172,6 +151,41 @@ local function utube_leave(u, id, key)
             return true
         end
     end
+end
+
+-- put pending task `id` (hash `key`) of utube `name` where it goes: in line at its
+-- priority when it may hold the key, else behind the key's holder. A key whose holder
+-- ended without handing it on (a Blueque client finished it) goes first to the tasks
+-- already waiting behind. True when a task joined the line (a wake-up is due).
+local function utube_join(u, id, key, name, now, front)
+    local free, woke = utube_free(u, name, id), false
+    if free and redis.call('HGET', u.utubes, name) ~= id
+            and redis.call('LLEN', u.lists .. name) > 0 then
+        woke = utube_pass(u, name)
+        free = not woke  -- none of them was still waiting: the key is free after all
+    end
+    if free then
+        redis.call('HSET', u.utubes, name, id)
+        line_push(u.pending, u.prioritized, id, priority_of(key), front)
+        return true
+    end
+    redis.call('LPUSH', u.lists .. name, id)
+    redis.call('ZADD', u.waiting, now, id)
+    return woke
+end
+
+-- a task leaves its utube for good (finished, buried, canceled, expired or deleted): one
+-- waiting behind leaves the key's list; the holder hands the key to the next waiting
+-- task, which joins the line. True when one did (a wake-up is due).
+local function utube_leave(u, id, key)
+    local name = redis.call('HGET', key, 'utube')
+    if not name then return false end
+    if redis.call('ZREM', u.waiting, id) == 1 then
+        redis.call('LREM', u.lists .. name, 0, id)
+        return false
+    end
+    if redis.call('HGET', u.utubes, name) ~= id then return false end
+    return utube_pass(u, name)
 end
 
 -- put a task that was out of line (due, kicked, requeued by hand) in line, or behind
