@@ -119,10 +119,11 @@ def test_truncate_and_drop_free_the_keys(queue, conn):
 
 def test_micro_queues_across_workers_never_run_two_of_a_key_and_keep_the_order(
         redis_url, queue, conn):
-    keys, per_key = 40, 5
+    keys, per_key = 200, 3
     for rank in range(per_key):
-        for key in range(keys):
-            queue.enqueue({"key": f"k{key}", "rank": rank, "sleep": 0.01}, utube=f"k{key}")
+        queue.enqueue_many([{"key": f"k{key}", "rank": rank, "sleep": 0.005}
+                            for key in range(keys)],
+                           options=[{"utube": f"k{key}"} for key in range(keys)])
     started = time.monotonic()
     workers = [start_worker(redis_url, "--queues=ut", "--callback=jobs.utube_callback",
                             "--concurrency=3", "--timeout=0.5", f"--max-loops={keys * per_key}")
