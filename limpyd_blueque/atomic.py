@@ -368,18 +368,19 @@ class Scripts(ScriptRunner):
         identifier maps to a waiting task of the queue returns that task's id instead.
         """
         k = self.keys
-        keys = [k.queues, k.pending(queue), k.prioritized(queue), k.scheduled(queue),
-                k.identifiers(queue), k.queue_settings(queue), k.expiry(queue),
-                k.statistics(queue), k.utubes(queue), k.utube_waiting(queue),
-                *(k.task(task_id) for task_id, _, _ in tasks)]
-        args: list[object] = [queue, now, k.wake_channel(queue), k.task_prefix,
-                              k.utube_lists(queue)]
-        for task_id, parameters, options in tasks:
-            args += [task_id, parameters, options.priority, options.eta,
-                     "1" if options.prepend else "", options.identifier, options.ttl,
-                     options.utube, len(options.fields)]
-            for name, value in options.fields.items():
-                args += [name, value]
+        packed = [options.packed for _, _, options in tasks]
+        keys = [k.queues, k.pending(queue), k.queue_settings(queue), k.expiry(queue),
+                k.statistics(queue)]
+        args: list[object] = [queue, now, k.wake_channel(queue)]
+        if any(packed):  # the keys and names only options need
+            keys += [k.prioritized(queue), k.scheduled(queue), k.identifiers(queue),
+                     k.utubes(queue), k.utube_waiting(queue)]
+            args += ["1", k.task_prefix, k.utube_lists(queue)]
+        else:
+            args += ["", "", ""]
+        keys += [k.task(task_id) for task_id, _, _ in tasks]
+        for (task_id, parameters, _), options in zip(tasks, packed):
+            args += [task_id, parameters, options]
         flat = self._run("enqueue", keys, args)
         return [(task_id, bool(int(created))) for task_id, created in zip(flat[::2], flat[1::2])]
 

@@ -5,6 +5,7 @@ here, before anything is written; `TaskOptions` is what the enqueue step receive
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Mapping
@@ -65,6 +66,22 @@ class TaskOptions:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fields", MappingProxyType(dict(self.fields)))
+
+    @property
+    def packed(self) -> str:
+        """The options as the enqueue script reads them: '' when none is set, else a JSON
+        object of the ones set (see lua/enqueue.lua)."""
+        given: dict[str, Any] = {}
+        # the eta as text: a JSON number would reach Lua with 14 digits only
+        eta = None if self.eta is None else (repr(self.eta) if isinstance(self.eta, float)
+                                             else str(self.eta))
+        for name, value in (("p", self.priority), ("e", eta), ("f", int(self.prepend)),
+                            ("i", self.identifier), ("t", self.ttl), ("u", self.utube)):
+            if value:
+                given[name] = value
+        if self.fields:
+            given["x"] = [item for pair in self.fields.items() for item in pair]
+        return json.dumps(given, separators=(",", ":")) if given else ""
 
 
 def check_priority(value: object, name: str = "priority") -> int:

@@ -25,6 +25,8 @@ from .task import Task
 
 T = TypeVar("T", bound=Task)
 
+#: the options of a task enqueued with none
+PLAIN = TaskOptions()
 #: the most characters of parameters sent in one enqueue script call
 CHUNK_CHARACTERS = 64 * 1024 * 1024
 
@@ -34,6 +36,8 @@ def per_task_options(job_model: type[Task], count: int, common: Mapping[str, Any
                      ) -> list[TaskOptions]:
     """The checked options of each of `count` tasks: `common`, overridden by the task's
     own mapping in `options` (one per task)."""
+    if options is None and not common:
+        return [PLAIN] * count
     if options is None:
         checked = task_options(job_model, now, **common)
         return [checked] * count
@@ -68,8 +72,9 @@ def enqueue_tasks(job_model: type[T], queue: str, parameters: Sequence[Any], *,
            else check_task_ids(task_ids, len(texts)))
     check_number("chunk", chunk, integer=True, minimum=1)
     checked = per_task_options(job_model, len(texts), common, options, time.time())
-    classes = [model_class(job_model, (options[i] if options else {}).get(
+    classes = ([model_class(job_model, (options[i] if options else {}).get(
         "model", common.get("model"))) for i in range(len(texts))]
+        if options or "model" in common else [job_model] * len(texts))
     client, scripts = job_model.client(), job_model.scripts()
     check_value_sizes(client, texts)
     tasks = list(zip(ids, texts, checked))
