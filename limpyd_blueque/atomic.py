@@ -25,21 +25,21 @@ from .keys import KeySpace
 from .options import TaskOptions
 
 SCRIPT_NAMES = (
-    "enqueue", "enqueue_due", "reserve", "start", "finish", "delete",
+    "enqueue", "enqueue_options", "enqueue_due", "reserve", "start", "finish", "delete",
     "add_listener", "remove_listener", "materialize", "requeue", "renew", "recover",
     "tidy", "terms", "cancel", "retry", "tick", "bury", "touch", "kick", "expire_due", "empty",
 )
 
 #: shared Lua functions, prepended to the scripts that use them
 SHARED = {
-    "_types": ("enqueue", "enqueue_due", "reserve", "start", "finish", "delete",
+    "_types": ("enqueue", "enqueue_options", "enqueue_due", "reserve", "start", "finish", "delete",
                "add_listener", "remove_listener", "requeue", "renew", "recover", "tidy",
                "terms", "materialize", "cancel", "retry", "tick", "bury", "touch", "kick",
                "expire_due", "empty"),  # the type checks before a write
     "_holder": ("start", "finish", "requeue", "bury", "touch"),  # the holder check
-    "_terms": ("reserve", "recover", "terms", "enqueue"),  # a task's lease terms, numbers
+    "_terms": ("reserve", "recover", "terms", "enqueue_options"),  # lease terms, numbers
     # where a pending task waits, by its priority; the identifiers of waiting tasks
-    "_line": ("enqueue", "enqueue_due", "reserve", "requeue", "recover", "cancel", "retry",
+    "_line": ("enqueue_options", "enqueue_due", "reserve", "requeue", "recover", "cancel", "retry",
               "tidy", "kick", "expire_due", "delete", "empty", "finish", "bury"),
 }
 
@@ -372,16 +372,19 @@ class Scripts(ScriptRunner):
         keys = [k.queues, k.pending(queue), k.queue_settings(queue), k.expiry(queue),
                 k.statistics(queue)]
         args: list[object] = [queue, now, k.wake_channel(queue)]
-        if any(packed):  # the keys and names only options need
-            keys += [k.prioritized(queue), k.scheduled(queue), k.identifiers(queue),
-                     k.utubes(queue), k.utube_waiting(queue)]
-            args += ["1", k.task_prefix, k.utube_lists(queue)]
-        else:
-            args += ["", "", ""]
+        if not any(packed):  # the common case, its own lighter script
+            keys += [k.task(task_id) for task_id, _, _ in tasks]
+            for task_id, parameters, _ in tasks:
+                args += [task_id, parameters]
+            self._run("enqueue", keys, args)
+            return [(task_id, True) for task_id, _, _ in tasks]
+        keys += [k.prioritized(queue), k.scheduled(queue), k.identifiers(queue),
+                 k.utubes(queue), k.utube_waiting(queue)]
+        args += ["1", k.task_prefix, k.utube_lists(queue)]
         keys += [k.task(task_id) for task_id, _, _ in tasks]
         for (task_id, parameters, _), options in zip(tasks, packed):
             args += [task_id, parameters, options]
-        flat = self._run("enqueue", keys, args)
+        flat = self._run("enqueue_options", keys, args)
         return [(task_id, bool(int(created))) for task_id, created in zip(flat[::2], flat[1::2])]
 
     def enqueue_due(self, queue: str, now: float, limit: int = 0) -> list[str]:

@@ -66,9 +66,12 @@ class TaskOptions:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fields", MappingProxyType(dict(self.fields)))
+        object.__setattr__(self, "packed", self._pack())
 
-    @property
-    def packed(self) -> str:
+    #: the options as the enqueue script reads them (see `_pack`)
+    packed: str = field(init=False, repr=False, compare=False)
+
+    def _pack(self) -> str:
         """The options as the enqueue script reads them: '' when none is set, else a JSON
         object of the ones set (see lua/enqueue.lua)."""
         given: dict[str, Any] = {}
