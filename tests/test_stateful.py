@@ -66,12 +66,14 @@ FINISHED = ("complete", "failed")
 #: where a task of each status is filed, as docs/keys.rst says (structures of its queue)
 WHERE = {
     "scheduled": {"scheduled"},
-    "pending": {"pending", "prioritized"},
+    "pending": {"pending", "prioritized", "utube_waiting"},
     "reserved": {"leases", "reserved"},
     "started": {"leases", "reserved", "started"},
     "complete": {"complete"},
     "failed": {"failed"},
     "canceled": {"canceled"},
+    "buried": {"buried"},
+    "expired": {"expired"},
     "deleted": set(),
 }
 STRUCTURES = ("scheduled", "pending", "leases", "reserved", "started", "complete", "failed")
@@ -450,10 +452,10 @@ class QueueMachine(RuleBasedStateMachine):
     @rule(index=st.integers(0, 1000))
     def delete_unfinished(self, index: int) -> None:
         task = pick(self.live("scheduled", "pending", *HELD), index)
-        note(f"delete {task.id!a} ({task.status}): refused")
+        note(f"delete {task.id!a} ({task.status}) as Blueque does: refused")
         before = self.dump()
         with pytest.raises(InvalidTransition):
-            Job.lazy_connect(task.id).delete()
+            Job.lazy_connect(task.id).delete(finished_only=True)
         assert self.dump() == before, "a refused delete changed Redis"
 
     # -- a worker dies; cleaning --------------------------------------------------------
