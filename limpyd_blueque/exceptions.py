@@ -38,7 +38,8 @@ class InvalidTransition(LimpydBluequeError, ValueError):
 
     def __init__(self, task_id: str, from_status: str | None, to_status: str,
                  why: str = "") -> None:
-        message = f"task {task_id!r} cannot go from {from_status or 'nothing'!r} to {to_status!r}"
+        message = (f"task {task_id!r} cannot go from {str(from_status or 'nothing')!r} to "
+                   f"{str(to_status)!r}")
         super().__init__(f"{message}: {why}" if why else message)
         self.task_id = task_id
         self.from_status = from_status

@@ -87,11 +87,21 @@ class WorkerHooks(WorkerSettings):
         except Delay as delay:
             return self.delay_asked(job, queue, delay)
         except (Exception, SystemExit) as exception:  # noqa: BLE001 - any task failure is recorded
+            if job.settled:  # it released or buried itself, then failed: that stands
+                return self.settled_by_itself(job, queue)
             trace = traceback.format_exc() if self.save_tracebacks else None
             self.job_error(job, queue, exception, trace)
             return False
+        if job.settled:
+            return self.settled_by_itself(job, queue)
         self.job_success(job, queue, result)
         return True
+
+    def settled_by_itself(self, job: Job, queue: Queue) -> bool:
+        """The task's own code released or buried it: no outcome to record; log it."""
+        self.runner.recorded(job)
+        self.log(f"{self._tag(job, queue)} {job.settled} by its own code")
+        return False
 
     def delay_asked(self, job: Job, queue: Queue, delay: Delay) -> bool:
         """The task asked to run again later (`Job.delay`, or raising `Delay`): see

@@ -294,3 +294,43 @@ def test_racing_holders_and_kickers_each_get_exactly_one_outcome(queue, conn):
         thread.join()
     assert sum(kicked) == statistics["buried"]
     assert queue.statistics()["tasks"]["pending"] == 40
+
+
+def test_a_stale_instance_never_acts_on_a_later_attempt(queue, conn):
+    queue.enqueue("x", max_attempts=5)
+    stale = take()
+    stale.release()
+    current = take()  # the same listener, a later attempt
+    assert stale.bury() is False and stale.touch(60) is False and stale.release() is False
+    assert current.bury() is True
+
+
+def test_queue_delete_deletes_one_task_and_never_the_queue_keys(queue, conn):
+    job = queue.enqueue("x")
+    other = queue.enqueue("y")
+    with pytest.raises(ConfigurationError, match="drop"):
+        queue.delete()
+    queue.delete(job.task_id)
+    assert not conn.exists(job.key)
+    assert conn.lrange("blueque_pending_tasks_tt", 0, -1) == [other.task_id]
+    with pytest.raises(TaskNotFound):
+        Queue.named("elsewhere").delete(other.task_id)
+
+
+def test_a_task_that_releases_or_buries_itself_is_not_completed_nor_skipped(queue, conn):
+    from limpyd_blueque import Worker
+
+    def callback(job, queue):
+        (job.bury if job.parameters.hget() == "bury" else job.release)(None)
+        return "ignored"
+
+    buried = queue.enqueue("bury")
+    released = queue.enqueue("release")
+    logs = []
+    worker = Worker("tt", callback=callback, fork=False, max_loops=2, timeout=0.2)
+    worker.log = lambda message, *args, **kwargs: logs.append(message)
+    worker.run()
+    assert buried.status.hget() == "buried"
+    assert released.status.hget() == "pending" and released.result.hget() is None
+    assert any("buried by its own code" in line for line in logs)
+    assert not any("skipped" in line for line in logs)

@@ -243,8 +243,8 @@ def test_a_task_records_its_job_model(queue):
     job = queue.enqueue("x", model=OtherJob)
     assert isinstance(job, OtherJob)
     assert job.model.hget() == "jobs.OtherJob" == OtherJob.get_model_repr()
-    named = queue.enqueue("y", model="app.jobs.Export")
-    assert named.model.hget() == "app.jobs.Export"
+    named = queue.enqueue("y", model="jobs.OtherJob")  # by name: an imported Job subclass
+    assert named.model.hget() == "jobs.OtherJob"
 
 
 def test_add_job_has_redis_limpyd_jobs_meaning(database, conn):
@@ -288,7 +288,8 @@ def test_duration_is_the_time_the_last_attempt_ran(queue):
     ({"eta": math.inf}, "eta must be a finite number"),
     ({"delay": 1, "eta": time.time() + 5}, "a delay or an eta, not both"),
     ({"model": int}, "model must be a Job subclass"),
-    ({"model": "not a name!"}, "invalid job model name"),
+    ({"model": "not a name!"}, "unknown job model"),
+    ({"model": "app.jobs.Missing"}, "unknown job model 'app.jobs.Missing'"),
     ({"identifier": ""}, "identifier must be a str"),
     ({"identifier": 5}, "identifier must be a str"),
     ({"prepend": "yes"}, "prepend must be True or False"),

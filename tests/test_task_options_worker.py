@@ -63,7 +63,8 @@ def test_a_bad_delay_fails_the_task(queue, conn):
 def test_each_task_runs_as_its_own_model_and_an_unknown_model_fails(queue, conn):
     plain = queue.enqueue({"n": 1})
     other = queue.enqueue({}, model=OtherJob)
-    stranger = queue.enqueue({}, model="os.system")
+    stranger = queue.enqueue({})
+    stranger.model.hset("os.system")  # as another producer, or another client, wrote it
     worker = Worker("w", job_model=RecordingJob, job_models=[OtherJob], fork=True,
                     max_loops=3, timeout=0.3, requeue_times=3)
     worker.run()

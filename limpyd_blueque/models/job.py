@@ -58,6 +58,8 @@ class Job(Task):
         `queue_name` defaults to the class's `queue_name`; `delayed_until` (a moment) or
         `delayed_for` (seconds or a `timedelta`) delay it. One round trip.
         """
+        if identifier is None:
+            raise ConfigurationError("add_job needs an identifier")
         queue = queue_name or cls.queue_name
         if not queue:
             raise ConfigurationError(f"{cls.__name__}.add_job needs a queue_name (or the "

@@ -38,6 +38,7 @@ def per_task_options(job_model: type[Task], count: int, common: Mapping[str, Any
     own mapping in `options` (one per task)."""
     if options is None and not common:
         return [PLAIN] * count
+    known_model(common.get("model"))
     if options is None:
         checked = task_options(job_model, now, **common)
         return [checked] * count
@@ -49,8 +50,26 @@ def per_task_options(job_model: type[Task], count: int, common: Mapping[str, Any
         if not isinstance(own, Mapping):
             raise ConfigurationError(f"options[{index}] must be a mapping of options, not "
                                      f"{type(own).__name__}")
+        known_model(own.get("model"))
         result.append(task_options(job_model, now, **{**common, **own}))
     return result
+
+
+def known_model(model: object) -> None:
+    """Refuse a job model named by text that no imported `Job` subclass has (a typo would
+    otherwise be found only by the worker, which fails the task)."""
+    if not isinstance(model, str):
+        return
+    stack, names = list(Task.__subclasses__()), set()
+    while stack:
+        cls = stack.pop()
+        stack.extend(cls.__subclasses__())
+        repr_of = getattr(cls, "get_model_repr", None)
+        if repr_of is not None:
+            names.add(repr_of())
+    if model not in names:
+        raise ConfigurationError(f"unknown job model {model!r}: no Job subclass of that name is "
+                                 "imported here (pass the class, or import its module)")
 
 
 def model_class(job_model: type[T], model: object) -> type[T]:

@@ -191,18 +191,13 @@ class Queue(BluequeModel):
                      job_model: type[Job] | None = None,
                      report: Callable[[PassedOver], None] | None = None,
                      ) -> tuple[Job | None, Reservation | None]:
-        """Blueque "Node Task Pop", atomic: take the next task of the first non-empty queue.
-
-        The one way to reserve. The task is reserved by `listener_id`, and started by
-        `pid` (whose start mark is `pstart`) in the same step when given. `ttr`,
-        `max_run_time` and `max_attempts` are the defaults of its lease terms, used when
-        neither the task nor its queue sets them (`atomic.NEVER_EXPIRES` as `ttr`: a
-        lease that never expires whatever they say). Returns `(job, reservation)`, the
-        job being of `job_model` (default: this model's) and remembering its
-        reservation, or `(None, None)`. What the step passed over on the way (ids that
-        were not pending tasks, tasks quarantined, queues with a key of another type:
-        see `atomic.PassedOver`) is given to `report`, when there is any.
-        """
+        """Blueque "Node Task Pop", atomic, the one way to reserve: the next task of the
+        highest priority among `queues` (see `atomic.Scripts.reserve`), reserved by
+        `listener_id`, and started by `pid` (start mark `pstart`) in the same step when
+        given. `ttr`, `max_run_time`, `max_attempts`: the defaults of its lease terms
+        (`atomic.NEVER_EXPIRES` as `ttr`: never expires). Returns `(job, reservation)`,
+        the job of `job_model` (default: this model's), or `(None, None)`; what the step
+        passed over (`atomic.PassedOver`) goes to `report`, when there is any."""
         names = [check_queue_name(queue) for queue in queues]
         reservation, passed = cls.scripts().reserve(
             names, check_listener_id(listener_id), time.time(), pid=pid, pstart=pstart,
@@ -237,16 +232,15 @@ class Queue(BluequeModel):
             return len(self.scripts().kick(self.pk.get(), count, time.time()))
 
     def peek(self, task_id: str) -> TaskData:
-        """A task of this queue, read without changing it (`TaskNotFound` if it is not
-        one of this queue's)."""
+        """A task of this queue, read without changing it (else `TaskNotFound`)."""
         data = self.job_model.lazy_connect(check_task_id(task_id)).data()
         if data.queue != self.pk.get():
             raise TaskNotFound(task_id)
         return data
 
     def truncate(self) -> int:
-        """Delete every waiting (pending or scheduled) task; how many. One script per
-        thousand tasks: tasks enqueued meanwhile may be deleted too, or kept."""
+        """Delete every waiting task; how many (one script per thousand: tasks enqueued
+        meanwhile may be deleted too, or kept)."""
         return self._empty("truncate")
 
     def drop(self) -> int:
@@ -262,13 +256,21 @@ class Queue(BluequeModel):
             total += deleted
         return total
 
+    def delete(self, task_id: str | None = None) -> None:
+        """Delete one task of this queue, not running (Tarantool's `delete`); see `drop`."""
+        if task_id is None:
+            raise ConfigurationError("Queue.delete deletes one task: give its id (drop() "
+                                     "deletes the queue and all its tasks)")
+        self.peek(task_id)  # TaskNotFound unless a task of this queue
+        self.job_model.lazy_connect(task_id).delete()
+
     def delete_task(self, job: Job) -> None:
-        """Delete a finished task of this queue (`InvalidTransition` otherwise)."""
+        """Blueque "Delete Finished Task" on this queue (`InvalidTransition` otherwise)."""
         data = job.data()
         if data.queue != self.pk.get():
             raise InvalidTransition(data.id, data.status, "deleted",
                                     f"it is in queue {data.queue!r}, not {self.pk.get()!r}")
-        job.delete()
+        job.delete(finished_only=True)
 
     # -- reading ----------------------------------------------------------------------------
     def counts(self) -> dict[str, int]:

@@ -293,19 +293,33 @@ class Task(BluequeModel):
         return outcome.done
 
     # -- what a holder may do with the task it runs (Tarantool's operations) ------------------
+    #: "released" or "buried" by its own code as it ran: its worker records no outcome
+    settled: str | None = None
+
     def _holder(self, listener_id: str | None) -> str:
         return listener_id or self.known.get("node") or self.node.hget() or ""
+
+    def _attempt(self, attempt: int | None) -> int | None:
+        """The attempt a holder acts for: the one given, else the one this instance was
+        reserved in (a stale instance never acts on a later attempt), else any."""
+        if attempt is not None:
+            return attempt
+        return (self.task.attempt or None) if self.task is not None else None
+
+    def _settle(self, done: bool, how: str) -> bool:
+        self.settled = how if done else self.settled
+        return done
 
     def release(self, delay: float | timedelta | None = None, *,
                 listener_id: str | None = None, attempt: int | None = None) -> bool:
         """Give the task back: pending again at the front of its priority (or scheduled
         `delay` seconds from now), this attempt not counted as a failure. Only its holder
-        may (`listener_id`, default its `node`; and `attempt` when given): False when the
-        caller no longer holds it."""
+        may (`listener_id`, default its `node`; `attempt`, default the attempt this
+        instance was reserved in): False when the caller no longer holds it."""
         now = time.time()
-        done = self._put_back(self._queue_name(), self._holder(listener_id), attempt, now,
-                              eta_of(now, delay), None, True, None, True)
-        return done
+        return self._settle(self._put_back(
+            self._queue_name(), self._holder(listener_id), self._attempt(attempt), now,
+            eta_of(now, delay), None, True, None, True), "released")
 
     def bury(self, why: Any = None, *, listener_id: str | None = None,
              attempt: int | None = None) -> bool:
@@ -314,10 +328,10 @@ class Task(BluequeModel):
         in its `error` field. Only its holder may: see `release`."""
         outcome = self.scripts().bury(
             self._queue_name(), self.task_id, self._holder(listener_id), time.time(),
-            attempt=attempt, why=None if why is None else encode(why, "error"))
+            attempt=self._attempt(attempt), why=None if why is None else encode(why, "error"))
         if outcome.missing:
             raise TaskNotFound(self.task_id)
-        return outcome.done
+        return self._settle(outcome.done, "buried")
 
     def touch(self, seconds: float, *, listener_id: str | None = None,
               attempt: int | None = None) -> bool:
@@ -325,7 +339,8 @@ class Task(BluequeModel):
         (a lease that never expires stays so). Only its holder may: see `release`."""
         check_number("touch seconds", seconds, minimum=0, above=True, maximum=MAX_SECONDS)
         outcome, _ = self.scripts().touch(self._queue_name(), self.task_id,
-                                          self._holder(listener_id), seconds, attempt=attempt)
+                                          self._holder(listener_id), seconds,
+                                          attempt=self._attempt(attempt))
         if outcome.missing:
             raise TaskNotFound(self.task_id)
         return outcome.done
