@@ -13,3 +13,14 @@ local function refuse_unless_held(key, statuses, listener, attempt)
     end
     return nil
 end
+
+-- let_go(task key, reserved list, started set, lease set, id, listener): the holder lets
+-- the task go: out of its reserved list, the started set and the lease set, its holder
+-- fields cleared (the caller then files it where it goes)
+local function let_go(task, reserved, started, leases, id, listener)
+    local pid = redis.call('HGET', task, 'pid') or ''
+    redis.call('LREM', reserved, 1, id)
+    redis.call('SREM', started, listener .. ' ' .. pid .. ' ' .. id)
+    redis.call('ZREM', leases, id)
+    redis.call('HDEL', task, 'node', 'pid', 'pstart', 'alive_until')
+end

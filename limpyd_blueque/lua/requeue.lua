@@ -24,11 +24,7 @@ refused = refuse_unless_held(KEYS[1], {reserved = true, started = true}, ARGV[2]
     ARGV[3])
 if refused then return refused end
 local id = ARGV[1]
-local pid = redis.call('HGET', KEYS[1], 'pid') or ''
-redis.call('LREM', KEYS[2], 1, id)
-redis.call('SREM', KEYS[3], ARGV[2] .. ' ' .. pid .. ' ' .. id)
-redis.call('ZREM', KEYS[6], id)
-redis.call('HDEL', KEYS[1], 'node', 'pid', 'pstart', 'alive_until')
+let_go(KEYS[1], KEYS[2], KEYS[3], KEYS[6], id, ARGV[2])
 if ARGV[6] ~= '' then redis.call('HSET', KEYS[1], 'error', ARGV[6]) end
 if ARGV[10] == '1' then
     redis.call('HINCRBY', KEYS[1], 'uncounted', 1)

@@ -109,8 +109,8 @@ class Job(Task):
                                         "only a held, failed or canceled task is requeued")
         if priority is not None:
             priority_delta = priority - priority_of(self.priority.hget())
-        return self._put_back(queue, listener_id, attempt, now, eta, error, front,
-                              priority_delta, uncounted)
+        return self._put_back(queue, listener_id, attempt, now, eta=eta, error=error,
+                              front=front, priority_delta=priority_delta, uncounted=uncounted)
 
     def delay(self, wait: float | timedelta) -> None:
         """From inside the task's code: run it again `wait` seconds from now (a number or a

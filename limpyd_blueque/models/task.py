@@ -270,8 +270,8 @@ class Task(BluequeModel):
         return self._finish(Status.FAILED, error, listener_id, pid, attempt)
 
     def _put_back(self, queue: str, listener_id: str | None, attempt: int | None, now: float,
-                  eta: float | None, error: Any, front: bool, priority_delta: int | None,
-                  uncounted: bool) -> bool:
+                  *, eta: float | None = None, error: Any = None, front: bool = False,
+                  priority_delta: int | None = None, uncounted: bool = False) -> bool:
         """The holder's requeue step (see `requeue`)."""
         if listener_id is None:
             listener_id = self.known.get("node") or self.node.hget() or ""
@@ -319,7 +319,7 @@ class Task(BluequeModel):
         now = time.time()
         return self._settle(self._put_back(
             self._queue_name(), self._holder(listener_id), self._attempt(attempt), now,
-            eta_of(now, delay), None, True, None, True), "released")
+            eta=eta_of(now, delay), front=True, uncounted=True), "released")
 
     def bury(self, why: Any = None, *, listener_id: str | None = None,
              attempt: int | None = None) -> bool:
