@@ -5,6 +5,7 @@ from importlib.metadata import PackageNotFoundError, version
 from .client import Client
 from .connection import BluequeDatabase, use_redis
 from .exceptions import (
+    Canceled,
     ConfigurationError,
     Delay,
     InvalidName,
@@ -41,6 +42,7 @@ __all__ = [
     "MAX_PRIORITY",
     "BluequeDatabase",
     "BluequeModel",
+    "Canceled",
     "Client",
     "ConfigurationError",
     "Delay",

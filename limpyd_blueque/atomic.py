@@ -8,6 +8,7 @@ the keys (from `keys.KeySpace`) and decodes the reply. Nothing else calls Lua.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -22,12 +23,13 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from .connection import reaching
 from .exceptions import ProtocolError, QueueBusy, TaskExists
 from .keys import KeySpace
-from .options import TaskOptions
+from .options import DEFAULT_RETENTION, Retention, TaskOptions
 
 SCRIPT_NAMES = (
     "enqueue", "enqueue_options", "enqueue_due", "reserve", "start", "finish", "delete",
     "add_listener", "remove_listener", "materialize", "requeue", "renew", "recover",
     "tidy", "terms", "cancel", "retry", "tick", "bury", "touch", "kick", "expire_due", "empty",
+    "report", "stall",
 )
 
 #: shared Lua functions, prepended to the scripts that use them
@@ -35,12 +37,16 @@ SHARED = {
     "_types": ("enqueue", "enqueue_options", "enqueue_due", "reserve", "start", "finish", "delete",
                "add_listener", "remove_listener", "requeue", "renew", "recover", "tidy",
                "terms", "materialize", "cancel", "retry", "tick", "bury", "touch", "kick",
-               "expire_due", "empty"),  # the type checks before a write
-    "_holder": ("start", "finish", "requeue", "bury", "touch"),  # the holder check
+               "expire_due", "empty", "report", "stall"),  # the type checks before a write
+    # the holder check, letting a task go, filing a canceled one
+    "_holder": ("start", "finish", "requeue", "bury", "touch", "report", "stall"),
     "_terms": ("reserve", "recover", "terms", "enqueue_options"),  # lease terms, numbers
     # where a pending task waits, by its priority; the identifiers of waiting tasks
     "_line": ("enqueue_options", "enqueue_due", "reserve", "requeue", "recover", "cancel", "retry",
               "tidy", "kick", "expire_due", "delete", "empty", "finish", "bury"),
+    # retention and throughput of finished tasks, and cancel requests; first in the source,
+    # as _holder and _line call it
+    "_finished": ("finish", "requeue", "bury", "recover", "cancel", "reserve", "expire_due"),
 }
 
 
@@ -88,6 +94,9 @@ class Reservation:
     ttr: float | None = None
     max_run_time: float | None = None
     max_attempts: int | None = None
+    #: seconds its progress may stay still before it is flagged stalled: its own, else
+    #: its queue's (None: the worker's setting applies)
+    stall_timeout: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fields", MappingProxyType(dict(self.fields)))
@@ -117,16 +126,18 @@ class Reservation:
     @classmethod
     def from_reply(cls, task_id: str, queue: str, flat: Sequence[str],
                    terms: Sequence[str]) -> Reservation:
-        """From a script's reply: the task hash as a flat list, then its three terms."""
-        ttr, max_run_time, max_attempts = (_number(term) for term in terms)
+        """From a script's reply: the task hash as a flat list, then its terms (ttr, max
+        run time, max attempts, stall timeout)."""
+        ttr, max_run_time, max_attempts, stall_timeout = (
+            _number(term) for term in [*terms, None, None, None][:4])
         return cls(task_id, queue, dict(zip(flat[::2], flat[1::2])), ttr, max_run_time,
-                   int(max_attempts) if max_attempts else None)
+                   int(max_attempts) if max_attempts else None, stall_timeout)
 
     def to_payload(self) -> dict[str, Any]:
         """A JSON-able form, to hand the task to another process."""
         return {"task_id": self.task_id, "queue": self.queue, "fields": dict(self.fields),
                 "ttr": self.ttr, "max_run_time": self.max_run_time,
-                "max_attempts": self.max_attempts}
+                "max_attempts": self.max_attempts, "stall_timeout": self.stall_timeout}
 
     @classmethod
     def from_payload(cls, payload: Mapping[str, Any]) -> Reservation:
@@ -177,23 +188,29 @@ class Renewal:
     expired: list[str]
     now: float
     revived: bool = False  # the worker's record was missing: it had been taken for dead
+    #: per task watched: its `cancel_requested` and `progress` fields ('' when unset)
+    watched: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Outcome:
-    """What a guarded step did: `done`, or why not (`missing`, or the task's state)."""
+    """What a guarded step did: `done`, or why not (`missing`, or the task's state).
+    `canceled`: done, the task filed as canceled (its cancel was asked while it ran)."""
 
     done: bool
     missing: bool = False
     status: str | None = None
     node: str | None = None
     attempt: str | None = None
+    canceled: bool = False
 
     @classmethod
     def from_reply(cls, reply: list[Any]) -> Outcome:
         code = int(reply[0])
         if code == 1:
             return cls(True)
+        if code == 2:
+            return cls(True, canceled=True)
         if code == -1:
             return cls(False, missing=True)
         return cls(False, status=reply[1], node=reply[2] or None, attempt=reply[3] or None)
@@ -236,7 +253,7 @@ class ScriptRunner:
 class Upkeep:
     """The steps that keep the queues healthy rather than move one task along: leases and
     liveness (`renew`), taking back (`recover`, `terms`), the deep clean (`tidy`, `unmap`,
-    `reline`) and collection filtering (`materialize`)."""
+    `reline`), collection filtering (`materialize`) and the periodic tasks' ticks (`tick`)."""
 
     def __init__(self, runner: ScriptRunner) -> None:
         self._run = runner._run
@@ -256,26 +273,33 @@ class Upkeep:
 
     def renew(self, leases: Sequence[tuple[str, str, int | str, float | None]], *,
               beat: Beat | None = None, liveness_timeout: float = 0.0,
-              alive_for: Mapping[str, float] | None = None) -> Renewal:
+              alive_for: Mapping[str, float] | None = None,
+              watched: Sequence[str] = ()) -> Renewal:
         """Extend the leases `(queue, task id, attempt, ttr)` and, for a worker's `beat`,
         record that it is alive for `liveness_timeout` seconds, in one step.
 
         A task of `alive_for` is marked alive that many more seconds (its `alive_until`
         field): its own process speaks for it, whatever becomes of its worker's record.
+        For each task id of `watched`, the renewal tells whether its cancel was asked and
+        how far its progress is (see `Renewal.watched`).
         """
         k = self.keys
         machine = beat.machine if beat is not None else ""
         keys: list[str] = [k.workers, k.workers_info, k.machine_workers(machine)]
         args: list[object] = [beat.worker_id if beat else "", liveness_timeout,
-                              beat.identity if beat else ""]
+                              beat.identity if beat else "", len(leases)]
         alive_for = alive_for or {}
         for queue, task_id, attempt, ttr in leases:
             keys += [k.task(task_id), k.leases(queue)]
             args += [task_id, attempt, ttr, alive_for.get(task_id)]
-        lost, siblings, expired, now, revived = self._run("renew", keys, args)
+        keys += [k.task(task_id) for task_id in watched]
+        args += list(watched)
+        lost, siblings, expired, now, revived, flags = self._run("renew", keys, args)
         return Renewal(dict(zip(lost[::2], lost[1::2])),
                        dict(zip(siblings[::2], siblings[1::2])), list(expired), float(now),
-                       bool(int(revived)))
+                       bool(int(revived)),
+                       {task_id: (cancel, progress) for task_id, cancel, progress
+                        in zip(flags[::3], flags[1::3], flags[2::3])})
 
     def forget_worker(self, worker_id: str, machine: str | None) -> None:
         """Drop a worker's record, identity and machine membership."""
@@ -289,7 +313,8 @@ class Upkeep:
 
     def recover(self, tasks: Sequence[tuple[str, str, int | str | None, str | None]],
                 now: float, *, expired_only: bool, max_attempts: int | None,
-                why: str, process_gone: bool = False) -> dict[str, str]:
+                why: str, process_gone: bool = False,
+                retention: Retention = DEFAULT_RETENTION) -> dict[str, str]:
         """Take back held tasks `(queue, task id, attempt, holder)` whose holder is gone.
 
         A task whose attempt or holder (listener id) is not the one given (None: any) is
@@ -298,23 +323,55 @@ class Upkeep:
         own process says it still lives (`alive_until`), or always when the caller knows
         that process is gone (`process_gone`). Each goes back to pending (at the front of
         its priority), or fails once it used `max_attempts` (a task's or its queue's own
-        maximum comes first; attempts it did not fail do not count). Returns
-        `{task id: outcome}` with outcome 'pending', 'failed' or 'skipped'.
+        maximum comes first; attempts it did not fail do not count); one whose cancel was
+        asked is canceled. Returns `{task id: outcome}` with outcome 'pending', 'failed',
+        'canceled' or 'skipped'.
         """
         if not tasks:
             return {}
         k = self.keys
         keys: list[str] = []
         mode = "expired" if expired_only else "gone" if process_gone else "dead"
-        args: list[object] = [now, mode, max_attempts, why, k.task_prefix]
+        args: list[object] = [now, mode, max_attempts, why, k.task_prefix,
+                              retention.result_ttl, retention.failure_ttl]
+        minute = int(now // 60)
         for queue, task_id, attempt, holder in tasks:
             keys += [k.task(task_id), k.leases(queue), k.pending(queue), k.failed(queue),
                      k.started(queue), k.queue_settings(queue), k.prioritized(queue),
-                     k.identifiers(queue), k.utubes(queue), k.utube_waiting(queue)]
+                     k.identifiers(queue), k.utubes(queue), k.utube_waiting(queue),
+                     k.canceled(queue), k.retention(queue), k.stalled(queue),
+                     k.throughput(queue, minute)]
             args += [task_id, k.reserved(queue, ""), k.wake_channel(queue), attempt, holder,
                      queue, k.utube_lists(queue)]
         flat = self._run("recover", keys, args)
         return dict(zip(flat[::2], flat[1::2]))
+
+    def tick(self, queue: str, name: str, *, seen: str, due: float, next_due: float,
+             task_id: str, parameters: str, tick: float, after: str, now: float,
+             last_task: str | None = None, still_runs: Iterable[str] = ()) -> tuple[str, str]:
+        """One tick of the periodic task `name` of `queue`, in one step (see `periodic`).
+
+        A compare-and-set on what the caller read: the definition text `seen` ('' for
+        none) and the due time `due`. When either changed, another worker ticked (or the
+        task was declared again, or removed): nothing is written, 'raced'. Else, when the
+        task of the previous tick (`last_task`, given only if runs must not overlap) has
+        one of the `still_runs` statuses, the tick is skipped: 'overlap'. Else a pending
+        task `task_id` is created for the tick at time `tick` (fields `periodic` and
+        `periodic_tick`), and the definition becomes `after`: 'ticked'. Both set the next
+        tick at `next_due`. A due entry without definition is dropped: 'gone'.
+
+        Returns `(outcome, detail)`, the detail being the new task id for 'ticked' and
+        the status of the previous run for 'overlap'.
+        """
+        k = self.keys
+        keys = [k.periodic(queue), k.periodic_due(queue), k.queues, k.pending(queue),
+                k.task(task_id)]
+        if last_task is not None:
+            keys.append(k.task(last_task))
+        outcome, detail = self._run("tick", keys, [
+            name, seen, due, next_due, now, queue, task_id, parameters, tick, after,
+            k.wake_channel(queue), *still_runs])
+        return str(outcome), str(detail)
 
     def tidy(self, action: str, task_id: str, key: str, kind: str, statuses: str,
              member: object = "") -> bool:
@@ -343,13 +400,43 @@ class Upkeep:
         return int(self._run("materialize", keys, args))
 
 
+class Reports:
+    """The steps a running task takes about itself: its progress and checkpoint (`report`)
+    and its stalled flag (`stall`), each fenced by its attempt."""
+
+    def __init__(self, runner: ScriptRunner) -> None:
+        self._run = runner._run
+        self.keys = runner.keys
+
+    def report(self, queue: str, task_id: str, listener_id: str, attempt: int | str | None,
+               *, progress: str | None = None, checkpoint: str | None = None,
+               ) -> tuple[Outcome, str]:
+        """Store the task's `progress` and/or `checkpoint` (JSON texts) for its holder;
+        with the outcome, when its cancel was asked ('' when not)."""
+        k = self.keys
+        reply = self._run("report", [k.task(task_id), k.stalled(queue)],
+                          [task_id, listener_id, attempt, progress, checkpoint])
+        if int(reply[0]) != 1:
+            return Outcome.from_reply(reply), ""
+        return Outcome(True), str(reply[1])
+
+    def stall(self, queue: str, task_id: str, listener_id: str, attempt: int | str | None,
+              since: float | None) -> Outcome:
+        """Flag the held task stalled `since` then (None: clear the flag)."""
+        k = self.keys
+        return Outcome.from_reply(self._run("stall", [k.task(task_id), k.stalled(queue)],
+                                            [task_id, listener_id, attempt, since]))
+
+
 class Scripts(ScriptRunner):
     """The protocol steps on one Redis client, for one key space: a task's life, from its
-    enqueue to its outcome; `upkeep` holds the steps that keep the queues healthy."""
+    enqueue to its outcome; `upkeep` holds the steps that keep the queues healthy, and
+    `reports` those a running task takes about itself."""
 
     def __init__(self, client: redis.Redis, keys: KeySpace) -> None:
         super().__init__(client, keys)
         self.upkeep = Upkeep(self)
+        self.reports = Reports(self)
 
     def _utube_keys(self, queue: str) -> list[str]:
         """The keys a step needs to hand a utube key to the next task (see _line.lua)."""
@@ -404,6 +491,7 @@ class Scripts(ScriptRunner):
                 pid: int | None = None, pstart: str | None = None,
                 ttrs: Sequence[float | str | None] | None = None,
                 max_run_time: float | None = None, max_attempts: int | None = None,
+                retention: Retention = DEFAULT_RETENTION,
                 ) -> tuple[Reservation | None, PassedOver]:
         """Take the next pending task: the first in line of the highest priority found in
         the queues, from the first queue that has it.
@@ -416,18 +504,18 @@ class Scripts(ScriptRunner):
         k = self.keys
         keys: list[str] = []
         args: list[object] = [k.task_prefix, listener_id, now, pid, pstart, max_run_time,
-                              max_attempts, PASS_OVER_BOUND]
+                              max_attempts, PASS_OVER_BOUND, retention.failure_ttl]
         ttrs = list(ttrs) if ttrs is not None else [None] * len(queues)
         for queue, ttr in zip(queues, ttrs):
             keys += [k.pending(queue), k.reserved(queue, listener_id), k.leases(queue),
                      k.started(queue), k.queue_settings(queue), k.failed(queue),
                      k.prioritized(queue), k.identifiers(queue), k.expiry(queue),
                      k.expired(queue), k.statistics(queue), k.utubes(queue),
-                     k.utube_waiting(queue)]
+                     k.utube_waiting(queue), k.retention(queue)]
             args += [ttr, queue, k.utube_lists(queue)]
         reply = self._run("reserve", keys, args)
         index, task_id, flat = reply[:3]
-        dropped, quarantined, broken, more, expired = reply[6:]
+        dropped, quarantined, broken, more, expired = reply[6:11]
         passed = PassedOver(list(dropped),
                             {task_id: (queue, why) for queue, task_id, why
                              in zip(quarantined[::3], quarantined[1::3], quarantined[2::3])},
@@ -435,7 +523,8 @@ class Scripts(ScriptRunner):
                             bool(int(more)), list(expired))
         if not int(index):
             return None, passed
-        return Reservation.from_reply(task_id, queues[int(index) - 1], flat, reply[3:6]), passed
+        return Reservation.from_reply(task_id, queues[int(index) - 1], flat,
+                                      [*reply[3:6], reply[11]]), passed
 
     def start(self, queue: str, task_id: str, listener_id: str, pid: int, now: float,
               attempt: int | str | None = None, pstart: str | None = None) -> Outcome:
@@ -445,16 +534,27 @@ class Scripts(ScriptRunner):
                           [task_id, listener_id, pid, now, attempt, pstart])
         return Outcome.from_reply(reply)
 
-    def finish(self, queue: str, task_id: str, listener_id: str, status: str, value: str,
-               now: float, pid: int | None = None, attempt: int | str | None = None) -> Outcome:
-        """Complete or fail a task held by `listener_id` (and `attempt`, when given)."""
+    def _finishing_keys(self, queue: str, now: float) -> list[str]:
+        """The keys a step needs to file a task as canceled, kept for its retention."""
         k = self.keys
+        return [k.canceled(queue), k.queue_settings(queue), k.retention(queue),
+                k.throughput(queue, int(now // 60))]
+
+    def finish(self, queue: str, task_id: str, listener_id: str, status: str, value: str,
+               now: float, pid: int | None = None, attempt: int | str | None = None,
+               retention: Retention = DEFAULT_RETENTION) -> Outcome:
+        """Complete, fail or cancel a task held by `listener_id` (and `attempt`, when
+        given); one whose cancel was asked is filed as canceled (`Outcome.canceled`)."""
+        k = self.keys
+        canceled, settings, kept, throughput = self._finishing_keys(queue, now)
         keys = [k.task(task_id), k.reserved(queue, listener_id), k.started(queue),
                 k.finished(queue, status), k.leases(queue), k.statistics(queue),
-                *self._utube_keys(queue)]
+                *self._utube_keys(queue), canceled, settings, kept, k.stalled(queue),
+                throughput]
         reply = self._run("finish", keys,
                           [task_id, listener_id, pid, status, value, now, attempt,
-                           *self._utube_args(queue)])
+                           *self._utube_args(queue), retention.result_ttl,
+                           retention.failure_ttl])
         return Outcome.from_reply(reply)
 
     def delete(self, queue: str, task_id: str, *, finished_only: bool = False) -> Outcome:
@@ -464,7 +564,7 @@ class Scripts(ScriptRunner):
         keys = [k.task(task_id), k.complete(queue), k.failed(queue), k.canceled(queue),
                 k.expired(queue), k.buried(queue), k.pending(queue), k.prioritized(queue),
                 k.scheduled(queue), k.identifiers(queue), k.expiry(queue), k.statistics(queue),
-                k.utubes(queue), k.utube_waiting(queue)]
+                k.utubes(queue), k.utube_waiting(queue), k.retention(queue)]
         reply = self._run("delete", keys,
                           [task_id, queue, "finished" if finished_only else "any",
                            k.utube_lists(queue), k.task_prefix, k.wake_channel(queue)])
@@ -475,29 +575,37 @@ class Scripts(ScriptRunner):
     def requeue(self, queue: str, task_id: str, listener_id: str, now: float, *,
                 attempt: int | str | None = None, eta: float | None = None,
                 error: str | None = None, front: bool = False,
-                priority_delta: int | None = None, uncounted: bool = False) -> Outcome:
-        """Put a task held by `listener_id` back: pending now, or scheduled at `eta`.
+                priority_delta: int | None = None, uncounted: bool = False,
+                retention: Retention = DEFAULT_RETENTION) -> Outcome:
+        """Put a task held by `listener_id` back: pending now, or scheduled at `eta`; one
+        whose cancel was asked is filed as canceled instead (`Outcome.canceled`).
 
         With `uncounted`, this attempt does not count toward the task's maximum (it was
         not a failure: the task delayed itself)."""
         k = self.keys
         keys = [k.task(task_id), k.reserved(queue, listener_id), k.started(queue),
                 k.pending(queue), k.scheduled(queue), k.leases(queue), k.prioritized(queue),
-                k.identifiers(queue), k.statistics(queue)]
+                k.identifiers(queue), k.statistics(queue), k.stalled(queue),
+                *self._finishing_keys(queue, now), k.utubes(queue), k.utube_waiting(queue)]
         reply = self._run("requeue", keys, [
             task_id, listener_id, attempt, now, eta, error, k.wake_channel(queue),
             "front" if front else "back", priority_delta, "1" if uncounted else "",
-            k.task_prefix, queue])
+            k.task_prefix, queue, retention.result_ttl, retention.failure_ttl,
+            k.utube_lists(queue)])
         return Outcome.from_reply(reply)
 
     def bury(self, queue: str, task_id: str, listener_id: str, now: float, *,
-             attempt: int | str | None = None, why: str | None = None) -> Outcome:
-        """Bury a task held by `listener_id` (and `attempt`): out of line until kicked."""
+             attempt: int | str | None = None, why: str | None = None,
+             retention: Retention = DEFAULT_RETENTION) -> Outcome:
+        """Bury a task held by `listener_id` (and `attempt`): out of line until kicked; one
+        whose cancel was asked is filed as canceled instead (`Outcome.canceled`)."""
         k = self.keys
         keys = [k.task(task_id), k.reserved(queue, listener_id), k.started(queue),
-                k.leases(queue), k.buried(queue), k.statistics(queue), *self._utube_keys(queue)]
+                k.leases(queue), k.buried(queue), k.statistics(queue), *self._utube_keys(queue),
+                k.stalled(queue), *self._finishing_keys(queue, now)]
         return Outcome.from_reply(self._run("bury", keys, [
-            task_id, listener_id, attempt, now, why, *self._utube_args(queue)]))
+            task_id, listener_id, attempt, now, why, *self._utube_args(queue),
+            retention.result_ttl, retention.failure_ttl]))
 
     def touch(self, queue: str, task_id: str, listener_id: str, seconds: float, *,
               attempt: int | str | None = None) -> tuple[Outcome, float | None]:
@@ -518,15 +626,17 @@ class Scripts(ScriptRunner):
         return list(self._run("kick", keys, [count, now, k.wake_channel(queue), k.task_prefix,
                                              queue, k.utube_lists(queue)]))
 
-    def expire_due(self, queue: str, now: float, limit: int) -> list[str]:
+    def expire_due(self, queue: str, now: float, limit: int,
+                   retention: Retention = DEFAULT_RETENTION) -> list[str]:
         """Expire up to `limit` waiting tasks of `queue` past their ttl; their ids."""
         k = self.keys
         keys = [k.expiry(queue), k.pending(queue), k.prioritized(queue), k.scheduled(queue),
                 k.identifiers(queue), k.expired(queue), k.statistics(queue), k.utubes(queue),
-                k.utube_waiting(queue)]
+                k.utube_waiting(queue), k.retention(queue), k.queue_settings(queue)]
         return list(self._run("expire_due", keys, [now, k.task_prefix, limit,
                                                    k.utube_lists(queue), queue,
-                                                   k.wake_channel(queue)]))
+                                                   k.wake_channel(queue),
+                                                   retention.failure_ttl]))
 
     def empty(self, queue: str, mode: str, limit: int) -> tuple[int, bool]:
         """One chunk of a 'truncate' (delete the waiting tasks) or a 'drop' (every task,
@@ -538,7 +648,7 @@ class Scripts(ScriptRunner):
                 k.started(queue), k.complete(queue), k.failed(queue), k.canceled(queue),
                 k.expired(queue), k.buried(queue), k.queue_settings(queue), k.queues,
                 k.periodic(queue), k.periodic_due(queue), k.utubes(queue),
-                k.utube_waiting(queue)]
+                k.utube_waiting(queue), k.retention(queue), k.stalled(queue)]
         try:
             deleted, done = self._run("empty", keys, [mode, k.task_prefix, queue, limit,
                                                       k.utube_lists(queue)])
@@ -547,28 +657,38 @@ class Scripts(ScriptRunner):
                 raise
             raise QueueBusy(f"queue {queue!r} has listeners or running tasks: stop its "
                             "workers first") from None
+        if mode == "drop" and int(done):  # its throughput of the last two hours goes too
+            minute = int(time.time() // 60)
+            self.client.delete(*(k.throughput(queue, m) for m in range(minute - 121, minute + 2)))
         return int(deleted), bool(int(done))
 
-    def cancel(self, queue: str, task_id: str, now: float) -> Outcome:
-        """Cancel a waiting (pending or scheduled) task of `queue`."""
+    def cancel(self, queue: str, task_id: str, now: float,
+               retention: Retention = DEFAULT_RETENTION) -> Outcome:
+        """Cancel a waiting (pending or scheduled) task of `queue` at once (`done`), or
+        ask its holder to stop a running one (`status` 'requested', `node` its holder)."""
         k = self.keys
         keys = [k.task(task_id), k.pending(queue), k.prioritized(queue), k.scheduled(queue),
                 k.identifiers(queue), k.canceled(queue), k.expiry(queue), k.statistics(queue),
-                k.utubes(queue), k.utube_waiting(queue)]
+                k.utubes(queue), k.utube_waiting(queue), k.queue_settings(queue),
+                k.retention(queue), k.throughput(queue, int(now // 60))]
         reply = self._run("cancel", keys, [task_id, queue, now, k.utube_lists(queue),
-                                           k.task_prefix, k.wake_channel(queue)])
+                                           k.task_prefix, k.wake_channel(queue),
+                                           retention.result_ttl, retention.failure_ttl])
         if int(reply[0]) == 0:
             return Outcome(False, status=reply[1])
+        if int(reply[0]) == 2:
+            return Outcome(False, status="requested", node=reply[1] or None)
         return Outcome.from_reply(reply)
 
     def retry(self, queue: str, task_id: str, status: str, now: float, *,
               eta: float | None = None, front: bool = False,
               priority: int | None = None) -> Outcome:
-        """Put a failed or canceled task (its `status` as the caller found it) back in line."""
+        """Put a failed, canceled, expired or buried task (its `status` as the caller found
+        it) back in line."""
         k = self.keys
-        keys = [k.task(task_id), k.finished(queue, status), k.pending(queue),
+        keys = [k.task(task_id), k.status_structure(queue, status)[0], k.pending(queue),
                 k.prioritized(queue), k.scheduled(queue), k.identifiers(queue), k.utubes(queue),
-                k.utube_waiting(queue)]
+                k.utube_waiting(queue), k.retention(queue)]
         reply = self._run("retry", keys, [task_id, queue, status, now, eta, "1" if front else "",
                                           priority, k.wake_channel(queue), k.task_prefix,
                                           k.utube_lists(queue)])
@@ -585,30 +705,3 @@ class Scripts(ScriptRunner):
         k = self.keys
         return bool(self._run("remove_listener", [k.listeners(queue), k.queues],
                               [listener_id, queue]))
-
-    def tick(self, queue: str, name: str, *, seen: str, due: float, next_due: float,
-             task_id: str, parameters: str, tick: float, after: str, now: float,
-             last_task: str | None = None, still_runs: Iterable[str] = ()) -> tuple[str, str]:
-        """One tick of the periodic task `name` of `queue`, in one step (see `periodic`).
-
-        A compare-and-set on what the caller read: the definition text `seen` ('' for
-        none) and the due time `due`. When either changed, another worker ticked (or the
-        task was declared again, or removed): nothing is written, 'raced'. Else, when the
-        task of the previous tick (`last_task`, given only if runs must not overlap) has
-        one of the `still_runs` statuses, the tick is skipped: 'overlap'. Else a pending
-        task `task_id` is created for the tick at time `tick` (fields `periodic` and
-        `periodic_tick`), and the definition becomes `after`: 'ticked'. Both set the next
-        tick at `next_due`. A due entry without definition is dropped: 'gone'.
-
-        Returns `(outcome, detail)`, the detail being the new task id for 'ticked' and
-        the status of the previous run for 'overlap'.
-        """
-        k = self.keys
-        keys = [k.periodic(queue), k.periodic_due(queue), k.queues, k.pending(queue),
-                k.task(task_id)]
-        if last_task is not None:
-            keys.append(k.task(last_task))
-        outcome, detail = self._run("tick", keys, [
-            name, seen, due, next_due, now, queue, task_id, parameters, tick, after,
-            k.wake_channel(queue), *still_runs])
-        return str(outcome), str(detail)

@@ -23,6 +23,7 @@ from redis.exceptions import ResponseError
 from .exceptions import ProtocolError
 from .liveness import listener_is_dead, server_time, worker_records
 from .models import Job, Queue
+from .options import DEFAULT_RETENTION, Retention
 from .statuses import ALL, RUNNING, VALUES, Status
 
 #: how many expired leases one light clean takes back per queue
@@ -30,7 +31,8 @@ LIGHT_CLEAN_BATCH = 100
 
 
 def light_clean(queue_model: type[Queue] = Queue, *, max_attempts: int | None = None,
-                now: float | None = None, queues: Iterable[str] | None = None) -> dict[str, str]:
+                now: float | None = None, queues: Iterable[str] | None = None,
+                retention: Retention = DEFAULT_RETENTION) -> dict[str, str]:
     """Take back the tasks whose lease ended, in every queue (or in `queues`).
 
     Returns `{task id: outcome}`: 'pending' (back at the front of its queue), 'failed'
@@ -49,7 +51,8 @@ def light_clean(queue_model: type[Queue] = Queue, *, max_attempts: int | None = 
     candidates = [(name, task_id, None, None) for name, ids in zip(names, expired)
                   if not isinstance(ids, Exception) for task_id in ids]
     return queue_model.scripts().upkeep.recover(candidates, now, expired_only=True,
-                                         max_attempts=max_attempts, why="lease expired")
+                                                max_attempts=max_attempts, why="lease expired",
+                                                retention=retention)
 
 
 @dataclass

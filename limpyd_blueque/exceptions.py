@@ -95,6 +95,12 @@ class Delay(Exception):
         self.seconds = seconds
 
 
+class Canceled(Exception):
+    """The running task's cancel was asked: raised inside the task by `Job.set_progress`
+    (and raised by a task that stops on its own when `Job.cancel_requested()` turns true).
+    The task is then filed as canceled: not a failure, never retried."""
+
+
 class TaskExists(LimpydBluequeError):
     """A task with this id exists already."""
 

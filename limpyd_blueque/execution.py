@@ -117,6 +117,13 @@ class TaskRunner:
             signal_group(task.pid, signal.SIGKILL)
         elif new is TaskState.INTERRUPTED and task.origin is not Origin.IN_PROCESS:
             signal_group(task.pid, signal.SIGTERM)
+        elif new is TaskState.CANCELING:
+            self.worker.log(self.worker.job_cancel_asked_message(task.job, task.queue),
+                            logging.WARNING)
+            task.job.note_cancel_requested()
+            if task.origin is not Origin.IN_PROCESS:  # in-process: it stops by itself
+                task.kill_at = time.monotonic() + self.worker.cancel_grace
+                signal_group(task.pid, signal.SIGTERM)
         elif new is TaskState.ENDED:
             self.tasks.remove(task)
             self.ended(task, old, detail)
@@ -127,6 +134,10 @@ class TaskRunner:
         try:
             if old is TaskState.INTERRUPTED:
                 self.worker.retrying(lambda: self.worker.requeue_interrupted(task))
+            elif old is TaskState.CANCELING:
+                if task.origin is Origin.ADOPTED and self.settled(task):
+                    return
+                self.worker.retrying(lambda: self.worker.process_canceled(task))
             elif old in (TaskState.RUNNING, TaskState.TIMED_OUT):
                 cause = self.cause(task, old, status)
                 if task.origin is Origin.ADOPTED and self.settled(task):
@@ -299,9 +310,13 @@ class ForkedRunner(TaskRunner):
             self.exiting.discard(pid)
             self.apply(by_pid[pid], Event.ENDED, status)  # ignored if it said it was done
         self.reap_exiting()
+        now = time.monotonic()
         for task in self.tasks.snapshot():
             if task.origin is Origin.FORKED and task.overdue:
                 self.apply(task, Event.OVERDUE)
+            if task.kill_at is not None and now >= task.kill_at:  # canceled, past its grace
+                task.kill_at = None
+                signal_group(task.pid, signal.SIGKILL)
         if self._spare is not None and reap([self._spare.pid]):
             self._spare.close()
             self._spare = None  # died while waiting: the next task gets a new one

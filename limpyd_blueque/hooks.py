@@ -10,11 +10,11 @@ from __future__ import annotations
 import logging
 import time
 import traceback
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Callable
 
 from .atomic import PassedOver, Reservation
 from .exceptions import (
+    Canceled,
     Delay,
     InvalidParameters,
     LimpydBluequeError,
@@ -24,10 +24,10 @@ from .exceptions import (
     WorkerInterrupted,
 )
 from .liveness import listener_id_for
+from .messages import WorkerMessages
 from .models import Job, JobModels, Queue
 from .options import seconds
 from .outcomes import OutcomeRecorder, counted_attempts, error_text
-from .settings import WorkerSettings
 from .values import encode, is_text, printable
 
 #: errors of a task that cannot run as it is: it is failed, never requeued
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from .running import RunningTask
 
 
-class WorkerHooks(WorkerSettings):
+class WorkerHooks(WorkerMessages):
     """The hooks and messages of a worker; `Worker` adds the loop and its parts."""
 
     logger: logging.Logger
@@ -52,10 +52,6 @@ class WorkerHooks(WorkerSettings):
     #: once the worker is made
     heartbeat_interval: float
     clean_interval: float
-
-    @property
-    def elapsed(self) -> timedelta | None:
-        raise NotImplementedError
 
     def queue(self, name: str) -> Queue:
         raise NotImplementedError
@@ -84,21 +80,49 @@ class WorkerHooks(WorkerSettings):
                 raise Delay(job.delay_requested)
         except WorkerInterrupted:
             raise
-        except Delay as delay:
-            return self.delay_asked(job, queue, delay)
         except (Exception, SystemExit) as exception:  # noqa: BLE001 - any task failure is recorded
-            if job.settled:  # it released or buried itself, then failed: that stands
-                return self.settled_by_itself(job, queue)
-            trace = traceback.format_exc() if self.save_tracebacks else None
-            self.job_error(job, queue, exception, trace)
-            return False
+            trace = (traceback.format_exc() if self.save_tracebacks
+                     and not isinstance(exception, (Delay, Canceled)) else None)
+            self.progress_done(job, queue)
+            return self.task_raised(job, queue, exception, trace)
+        self.progress_done(job, queue)
         if job.settled:
             return self.settled_by_itself(job, queue)
         self.job_success(job, queue, result)
         return True
 
+    def task_raised(self, job: Job, queue: Queue, exception: BaseException,
+                    trace: str | None) -> bool:
+        """The task's code raised `exception`: it asked to be delayed (`Delay`), stopped on
+        its cancel (`Canceled`), or failed (`job_error`)."""
+        if isinstance(exception, Delay):
+            return self.delay_asked(job, queue, exception)
+        if isinstance(exception, Canceled):
+            return self.cancel_asked(job, queue)
+        if job.settled:  # it released or buried itself, then failed: that stands
+            return self.settled_by_itself(job, queue)
+        self.job_error(job, queue, exception, trace)
+        return False
+
+    def progress_done(self, job: Job, queue: Queue) -> None:
+        """The task's code returned: write its last progress, if not written yet."""
+        try:
+            job.flush_progress()
+        except LimpydBluequeError as error:  # its outcome matters more: it is still recorded
+            self.log(f"{self._tag(job, queue)} its last progress was not written: {error}",
+                     logging.WARNING)
+
+    def equip(self, job: Job) -> Job:
+        """Give a task the worker's progress interval and retention."""
+        job.progress_interval = self.progress_interval
+        job.retention = self.retention
+        return job
+
     def settled_by_itself(self, job: Job, queue: Queue) -> bool:
         """The task's own code released or buried it: no outcome to record; log it."""
+        if job.settled == "canceled":
+            self.job_canceled(job, queue)
+            return False
         self.runner.recorded(job)
         self.log(f"{self._tag(job, queue)} {job.settled} by its own code")
         return False
@@ -127,7 +151,7 @@ class WorkerHooks(WorkerSettings):
         except (InvalidParameters, UnknownJobModel) as error:
             self.job_error(job, queue, error)
             return None
-        return job if type(job) is model else model.from_reservation(job.task)
+        return self.equip(job if type(job) is model else model.from_reservation(job.task))
 
     def execute(self, job: Job, queue: Queue) -> Any:
         """Do the work: the `callback` if set, else the job's `run` method."""
@@ -188,6 +212,17 @@ class WorkerHooks(WorkerSettings):
         """
         self.job_error(task.job, task.queue, cause, None)
 
+    def process_canceled(self, task: RunningTask) -> None:
+        """The process of a task whose cancel was asked ended: file it as canceled (unless
+        it recorded an outcome, or changed hands), then `job_canceled`."""
+        if self.outcomes.cancel(task.job):
+            self.job_canceled(task.job, task.queue)
+
+    def cancel_asked(self, job: Job, queue: Queue) -> bool:
+        """The task stopped on its cancel (it raised `Canceled`): file it as canceled."""
+        (self.job_canceled if self.outcomes.cancel(job) else self.job_skipped)(job, queue)
+        return False
+
     def requeue_interrupted(self, task: RunningTask) -> None:
         """Put an interrupted task back at the front of its queue, if it is still ours."""
         if task.job.requeue(listener_id=task.reservation.node or self.id, attempt=task.attempt,
@@ -200,6 +235,7 @@ class WorkerHooks(WorkerSettings):
         """The task is about to run: log, then the job's `on_started` hook."""
         if self.logger.isEnabledFor(logging.INFO):
             self.log(self.job_started_message(job, queue))
+        self.equip(job)
         job.on_started(queue)
 
     def job_success(self, job: Job, queue: Queue, result: Any) -> None:
@@ -215,6 +251,9 @@ class WorkerHooks(WorkerSettings):
             return
         if not self.outcomes.complete(job, text):
             self.job_skipped(job, queue)
+            return
+        if job.settled == "canceled":  # its cancel was asked first
+            self.job_canceled(job, queue)
             return
         self.runner.recorded(job)
         if self.logger.isEnabledFor(logging.INFO):
@@ -234,6 +273,9 @@ class WorkerHooks(WorkerSettings):
             done = self.outcomes.fail(job, text)
         if not done:
             self.job_skipped(job, queue)
+            return
+        if job.settled == "canceled":  # its cancel was asked first: not a failure
+            self.job_canceled(job, queue)
             return
         self.runner.recorded(job)  # the worker must not take it for lost, nor kill it now
         if self.save_errors:
@@ -264,10 +306,28 @@ class WorkerHooks(WorkerSettings):
         if not self.outcomes.delay(job, job.delay_requested or 0.0):
             self.job_skipped(job, queue)
             return
+        if job.settled == "canceled":
+            self.job_canceled(job, queue)
+            return
         self.runner.recorded(job)
         if self.logger.isEnabledFor(logging.INFO):
             self.log(self.job_delayed_message(job, queue))
         job.on_delayed(queue)
+
+    def job_canceled(self, job: Job, queue: Queue) -> None:
+        """The running task was filed as canceled (its cancel was asked): log, then
+        `on_canceled`; never retried, no `Error` stored."""
+        self.runner.recorded(job)
+        self.log(self.job_canceled_message(job, queue), logging.WARNING)
+        job.on_canceled(queue)
+
+    def job_stalled(self, job: Job, queue: Queue) -> None:
+        """The running task's progress did not move for its stall timeout (it is flagged
+        `stalled_at` in Redis until it moves again): log, then `on_stalled`. Runs in the
+        worker's heartbeat thread; override it to `release`, `fail` or `bury` the task
+        (its process is then stopped)."""
+        self.log(self.job_stalled_message(job, queue), logging.WARNING)
+        job.on_stalled(queue)
 
     def job_skipped(self, job: Job, queue: Queue) -> None:
         """A task taken but not run (not pending, or lost to another attempt): log, `on_skipped`."""
@@ -278,47 +338,3 @@ class WorkerHooks(WorkerSettings):
                                 trace: str | None = None) -> dict[str, Any]:
         """Extra fields for the stored `Error` (for a subclass of `Error`); empty here."""
         return {}
-
-    # -- log lines (override to change a message) -----------------------------------------------
-    @staticmethod
-    def _tag(job: Job, queue: Queue) -> str:
-        """`[queue|task id|identifier]`, escaped (`values.printable`): the id and the
-        identifier come from Redis, where any client may have written anything."""
-        identifier = job.known.get("identifier")
-        shown = f"{job.task_id}{'|' + identifier if identifier else ''}"
-        return f"[{printable(queue.pk.get())}|{printable(shown)}]"
-
-    def run_started_message(self) -> str:
-        return f"started on queues {','.join(self.queues)} ({self.runner.describe()})"
-
-    def run_ended_message(self) -> str:
-        return f"terminated after {self.num_loops} task(s) in {self.elapsed}"
-
-    def job_started_message(self, job: Job, queue: Queue) -> str:
-        attempt = printable(job.known.get("attempt", "?"))
-        return f"{self._tag(job, queue)} started (attempt {attempt})"
-
-    def job_success_message(self, job: Job, queue: Queue, result: Any) -> str:
-        return f"{self._tag(job, queue)} complete"
-
-    def job_error_message(self, job: Job, queue: Queue, exception: BaseException,
-                          trace: str | None = None) -> str:
-        return (f"{self._tag(job, queue)} failed: {type(exception).__name__}: "
-                f"{printable(exception)}")
-
-    def job_requeued_message(self, job: Job, queue: Queue) -> str:
-        return f"{self._tag(job, queue)} requeued in {self.requeue_delay_delta}s"
-
-    def job_delayed_message(self, job: Job, queue: Queue) -> str:
-        return f"{self._tag(job, queue)} delayed by {job.delay_requested:g}s at its request"
-
-    def job_skipped_message(self, job: Job, queue: Queue) -> str:
-        return f"{self._tag(job, queue)} skipped: no longer held by this worker"
-
-    def task_recovered_message(self, task_id: str, outcome: str | None) -> str:
-        where = "back to pending" if outcome == "pending" else "failed: no attempts left"
-        return f"[{printable(task_id)}] its holder is gone: {where}"
-
-    def job_lost_message(self, job: Job, queue: Queue, status: str) -> str:
-        return (f"{self._tag(job, queue)} lease lost (task now {printable(status or 'gone')}): "
-                "stopping its process")

@@ -251,6 +251,22 @@ class KeySpace:
         """Sorted set of the waiting tasks that have a ttl, scored by when they expire."""
         return self._own("expiry", queue)
 
+    def retention(self, queue: str) -> str:
+        """Sorted set of the finished tasks of a queue (complete, failed, canceled, expired),
+        scored by when each is deleted (its `result_ttl` or `failure_ttl`); a task kept
+        forever has no entry."""
+        return self._own("retention", queue)
+
+    def stalled(self, queue: str) -> str:
+        """Sorted set of the running tasks of a queue flagged stalled (their progress did
+        not move for their `stall_timeout`), scored by when each was flagged."""
+        return self._own("stalled", queue)
+
+    def throughput(self, queue: str, minute: int) -> str:
+        """Hash of the tasks of a queue finished in one minute (`minute`: Unix time // 60):
+        `complete`, `failed`, `canceled`; it expires two hours after it was last written."""
+        return self._own("stats", queue, "m", str(minute))
+
     def statistics(self, queue: str) -> str:
         """Hash of a queue's counters, kept by the scripts: `calls.<operation>`."""
         return self._own("stats", queue)
@@ -278,6 +294,12 @@ class KeySpace:
         """Hash of each worker's identity: listener id -> JSON with its machine, pid,
         process start mark, host and queues (read to take back a dead worker's tasks)."""
         return self._own("workers", "info")
+
+    @property
+    def error_expiry(self) -> str:
+        """Sorted set of the stored errors' pks, scored by when each is deleted (its
+        `error_ttl`); an error kept forever has no entry."""
+        return self._own("errors", "expiry")
 
     def machine_workers(self, machine: str) -> str:
         """Set of the worker listener ids running on one machine (see `liveness.MACHINE_ID`)."""

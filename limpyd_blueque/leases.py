@@ -25,6 +25,7 @@ from .atomic import Beat, Renewal, Scripts
 from .connection import private_client
 from .exceptions import RedisUnavailable
 from .liveness import MACHINE_ID, host_name, process_alive, process_start_time
+from .options import DEFAULT_RETENTION, Retention
 from .processes import Heartbeat
 from .running import Event, Origin, RunningTask, RunningTasks
 from .values import MAX_SECONDS
@@ -55,6 +56,7 @@ class Terms:
     ttr: float | None
     max_run_time: float | None
     max_attempts: int | None
+    retention: Retention = DEFAULT_RETENTION
 
 
 class LeaseKeeper:
@@ -62,8 +64,10 @@ class LeaseKeeper:
 
     def __init__(self, listener_id: str, queues: Sequence[Queue], tasks: RunningTasks, *,
                  heartbeat_interval: float, liveness_interval: float,
-                 liveness_timeout: float) -> None:
+                 liveness_timeout: float,
+                 watch: Callable[[dict[str, tuple[str, str]]], None] | None = None) -> None:
         self.listener_id = listener_id
+        self.watch = watch  # given what each beat reads of the running tasks
         self.queue_model = type(queues[0])
         self.tasks = tasks
         self.heartbeat_interval = heartbeat_interval
@@ -71,7 +75,8 @@ class LeaseKeeper:
         self.liveness_timeout = liveness_timeout
         self.identity = Beat(listener_id, MACHINE_ID, json.dumps({
             "machine": MACHINE_ID, "pid": os.getpid(), "pstart": process_start_time(os.getpid()),
-            "host": host_name(), "queues": [queue.pk.get() for queue in queues]}))
+            "host": host_name(), "queues": [queue.pk.get() for queue in queues],
+            "since": time.time(), "liveness_timeout": liveness_timeout}))
         self.scripts: Scripts | None = None
         self.dead: SimpleQueue[DeadWorker] = SimpleQueue()
         self._heartbeat: Heartbeat | None = None
@@ -106,23 +111,29 @@ class LeaseKeeper:
         return max(0.001, min(self.liveness_interval, until_renewal))
 
     def beat(self) -> None:
-        """Say the worker is alive, renew the leases when due, judge the other workers."""
+        """Say the worker is alive, renew the leases when due, read how the running tasks
+        are (see `watching.TaskWatch`), judge the other workers."""
         assert self.scripts is not None, "start() first"
         due = time.monotonic() >= self._next_renewal
         leases = self.tasks.leases() if due else []
+        running = self.tasks.snapshot()
         # a task run in the worker's own thread may keep the heartbeat from running (a
         # long call holding the GIL): it speaks for itself for a whole lease
-        alive_for = {task.task_id: task.ttr or MAX_SECONDS for task in self.tasks.snapshot()
+        alive_for = {task.task_id: task.ttr or MAX_SECONDS for task in running
                      if task.origin is Origin.IN_PROCESS}
         try:
-            renewal = self.scripts.upkeep.renew(leases, beat=self.identity, alive_for=alive_for,
-                                         liveness_timeout=self.liveness_timeout)
+            renewal = self.scripts.upkeep.renew(
+                leases, beat=self.identity, alive_for=alive_for,
+                liveness_timeout=self.liveness_timeout,
+                watched=[task.task_id for task in running] if self.watch else ())
         except RedisUnavailable:
             self._fresh_since = None  # until it beats again, it judges no one
             raise
         if due:
             self._next_renewal = time.monotonic() + self.renewal_interval()
         self._post_lost(renewal, leases)
+        if self.watch is not None:
+            self.watch(renewal.watched)
         if renewal.revived and self._last_beat is not None:
             self.revived = True  # taken for dead meanwhile: the worker registers again
             self.tasks.wake()

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from types import MappingProxyType
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from .exceptions import ConfigurationError
 from .values import MAX_COUNT, MAX_SECONDS, check_number, encode, shown, timestamp
@@ -26,19 +26,59 @@ UTUBE_RE = re.compile(r"^[A-Za-z0-9._:@/-]{1,200}$")
 #: a job model's name: a dotted Python name (a class made in a function has '<locals>')
 MODEL_NAME_RE = re.compile(r"^[A-Za-z_<][A-Za-z0-9_<>]*(\.[A-Za-z_<][A-Za-z0-9_<>]*)*$")
 
-#: the lease terms a queue or a task may set, with the rules of their values
+#: a retention meaning "keep forever" (RQ's convention)
+FOREVER = -1
+#: how long a finished task and a stored error are kept by default (seconds; see
+#: docs/operating.rst): a week for results (Celery keeps them a day and RQ 500 seconds,
+#: for tasks that run for seconds; a long task's owner may look days later), 30 days for
+#: failures and errors (RQ keeps failed jobs a year; a month covers an incident review)
+DEFAULT_RESULT_TTL = 7 * 86400.0
+DEFAULT_FAILURE_TTL = 30 * 86400.0
+DEFAULT_ERROR_TTL = 30 * 86400.0
+
+_TTL = {"minimum": FOREVER, "maximum": MAX_SECONDS, "forever": True}
+#: the terms a queue or a task may set (lease terms, stall timeout, retention), with the
+#: rules of their values
 TERM_RULES: dict[str, dict[str, Any]] = {
     "ttr": {"minimum": 0, "above": True, "maximum": MAX_SECONDS},
     "ttl": {"minimum": 0, "above": True, "maximum": MAX_SECONDS},
     "max_run_time": {"minimum": 0, "above": True, "maximum": MAX_SECONDS},
     "max_attempts": {"integer": True, "minimum": 1, "maximum": MAX_COUNT},
+    "stall_timeout": {"minimum": 0, "above": True, "maximum": MAX_SECONDS},
+    "result_ttl": _TTL, "failure_ttl": _TTL, "error_ttl": _TTL,
 }
+
+
+class Retention(NamedTuple):
+    """How long finished tasks and stored errors are kept, in seconds (`FOREVER`: always):
+    the defaults a worker (or a producer) gives the steps that finish tasks."""
+
+    result_ttl: float = DEFAULT_RESULT_TTL
+    failure_ttl: float = DEFAULT_FAILURE_TTL
+    error_ttl: float = DEFAULT_ERROR_TTL
+
+
+DEFAULT_RETENTION = Retention()
+
+
+def check_term(label: str, name: str, value: object) -> float:
+    """Check the value of the term `name` (see `TERM_RULES`); `label` names it in errors. A
+    retention is `FOREVER` or a number of seconds, at least 0."""
+    rules = dict(TERM_RULES[name])
+    forever = rules.pop("forever", False)
+    number: float = check_number(label, value, **rules)
+    if forever and FOREVER < number < 0:
+        raise ConfigurationError(f"{label} must be {FOREVER} (keep forever) or at least 0, "
+                                 f"not {number!r}")
+    return number
+
 
 #: task fields only the protocol steps write (or that have an option of their own)
 STEP_FIELDS = frozenset({
     "status", "queue", "parameters", "result", "error", "node", "pid", "created", "updated",
     "eta", "reclaimed_node", "attempt", "priority", "identifier", "model", "pstart",
     "alive_until", "uncounted", "started_at", "periodic", "periodic_tick", "expires_at", "utube",
+    "progress", "checkpoint", "cancel_requested", "stalled_at",
 })
 
 
@@ -173,7 +213,7 @@ def field_values(job_model: JobModelLike, fields: Mapping[str, Any]) -> dict[str
                 f"unknown task option or field {name!r}" if not job_model.has_field(name)
                 else f"the {name!r} field is written by the queue, not given on enqueue")
         if name in TERM_RULES:
-            values[name] = repr(check_number(f"task {name}", value, **TERM_RULES[name]))
+            values[name] = repr(check_term(f"task {name}", name, value))
         elif name == "cancel_on_error":
             if value:
                 values[name] = "1"

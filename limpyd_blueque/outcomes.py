@@ -8,7 +8,10 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
+from redis.exceptions import ResponseError
+
 from .exceptions import RedisUnavailable
+from .options import DEFAULT_ERROR_TTL
 from .values import encode
 
 if TYPE_CHECKING:
@@ -21,8 +24,10 @@ class OutcomeRecorder:
     """Writes outcomes for one worker (`listener_id`), each exactly once."""
 
     def __init__(self, listener_id: str, *, retry_timeout: float,
-                 log: Callable[..., None] | None = None) -> None:
+                 log: Callable[..., None] | None = None,
+                 error_ttl: float = DEFAULT_ERROR_TTL) -> None:
         self.listener_id = listener_id
+        self.error_ttl = error_ttl
         self.retry_timeout = retry_timeout
         self.log = log or (lambda message, level=logging.INFO: logger.log(level, message))
 
@@ -75,6 +80,12 @@ class OutcomeRecorder:
             listener_id=self.holder(job), attempt=attempt_of(job), error=text, delay=delay,
             priority_delta=priority_delta or None), status)
 
+    def cancel(self, job: Job) -> bool:
+        """File the task, stopped on its cancel request, as canceled: see `complete`."""
+        return self.record(job, lambda: job.record_canceled(
+            "Canceled: stopped at its owner's request", listener_id=self.holder(job),
+            attempt=attempt_of(job)), "canceled")
+
     def delay(self, job: Job, delay: float) -> bool:
         """Put the task back to run `delay` seconds from now, this attempt not counted as a
         failure (the task asked for it)."""
@@ -88,10 +99,18 @@ class OutcomeRecorder:
         still held by the worker that died), else this worker."""
         return (job.task.node if job.task is not None else None) or self.listener_id
 
-    @staticmethod
-    def store_error(error_model: type[Error], job: Job, queue: Queue, exception: BaseException,
-                    trace: str | None, **fields: Any) -> None:
-        error_model.add_error(queue.pk.get(), job, exception, trace=trace, **fields)
+    def store_error(self, error_model: type[Error], job: Job, queue: Queue,
+                    exception: BaseException, trace: str | None, **fields: Any) -> None:
+        """Store an `Error`, kept for the task's, else its queue's, else this worker's
+        `error_ttl`."""
+        from .retention import error_ttl_for
+
+        try:
+            settings: dict[str, float] = queue.settings()
+        except (ValueError, ResponseError):  # settings another client broke: unset
+            settings = {}
+        ttl = error_ttl_for(job, settings, self.error_ttl)
+        error_model.add_error(queue.pk.get(), job, exception, trace=trace, ttl=ttl, **fields)
 
 
 def attempt_of(job: Job) -> int | None:

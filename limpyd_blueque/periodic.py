@@ -332,7 +332,7 @@ def _tick_one(scripts: Scripts, queue: str, name: str, due: float, text: str | N
     """Run the tick script for one due periodic task; 1 if it enqueued a task."""
     where = f"[{queue}] periodic task {printable(name)}"
     if text is None:  # a due entry without definition (not written by us): dropped
-        outcome, _ = scripts.tick(queue, name, seen="", due=due, next_due=due, now=now,
+        outcome, _ = scripts.upkeep.tick(queue, name, seen="", due=due, next_due=due, now=now,
                                   task_id=str(uuid.uuid4()), parameters="", tick=due, after="")
         if outcome == "gone":
             log(f"{where}: due, but not defined: dropped from the due set", logging.WARNING)
@@ -341,7 +341,7 @@ def _tick_one(scripts: Scripts, queue: str, name: str, due: float, text: str | N
     tick, skipped, following = catch_up(task.schedule, due, now)
     task_id = str(uuid.uuid4())
     after = replace(task, last_task=task_id, last_tick=tick).definition()
-    outcome, detail = scripts.tick(
+    outcome, detail = scripts.upkeep.tick(
         queue, name, seen=text, due=due, next_due=following, task_id=task_id,
         parameters=task.parameters, tick=tick, after=after, now=now,
         last_task=None if task.overlap else task.last_task, still_runs=STILL_RUNS)

@@ -21,13 +21,16 @@ from .atomic import Reservation, Scripts
 from .cleaning import light_clean
 from .exceptions import ProtocolError, RedisUnavailable
 from .liveness import is_this_host, listener_host_and_pid, listener_is_dead, process_alive
+from .retention import CLEAN_CHUNK, clean_errors, clean_finished
 from .running import Event, Origin, RunningTask, RunningTasks
 
 if TYPE_CHECKING:
     from .leases import DeadWorker, Terms
-    from .models import Job, Queue
+    from .models import Error, Job, Queue
 
 logger = logging.getLogger(__name__)
+#: seconds a clean spends at most deleting what outlived its retention
+RETENTION_BUDGET = 0.25
 
 
 class Recovery:
@@ -35,11 +38,13 @@ class Recovery:
 
     def __init__(self, listener_id: str, queues: list[Queue], tasks: RunningTasks,
                  scripts: Callable[[], Scripts], *, job_model: type[Job], terms: Terms,
-                 clean_interval: float, log: Callable[..., None] | None = None) -> None:
+                 clean_interval: float, log: Callable[..., None] | None = None,
+                 error_model: type[Error] | None = None) -> None:
         self.listener_id = listener_id
         self.queues = {queue.pk.get(): queue for queue in queues}
         self.queue_model = type(queues[0])
         self.job_model = job_model
+        self.error_model = error_model
         self.tasks = tasks
         self.scripts = scripts
         self.terms = terms
@@ -97,6 +102,7 @@ class Recovery:
         return self.scripts().upkeep.recover(
             [(queue, task_id, attempt, holder)], time.time(), expired_only=False,
             max_attempts=self.terms.max_attempts, process_gone=process_gone,
+            retention=self.terms.retention,
             why="its worker and process are gone" if process_gone else "its worker is gone")
 
     # -- this host's dead listeners -------------------------------------------------------------
@@ -108,8 +114,24 @@ class Recovery:
             return {}
         self._next_clean = now + self.clean_interval
         recovered = self.adopt_orphans()
-        recovered.update(light_clean(self.queue_model, max_attempts=self.terms.max_attempts))
+        recovered.update(light_clean(self.queue_model, max_attempts=self.terms.max_attempts,
+                                     retention=self.terms.retention))
+        self.apply_retention()
         return recovered
+
+    def apply_retention(self, budget: float = RETENTION_BUDGET) -> int:
+        """Delete the finished tasks of the worker's queues and the stored errors whose
+        retention ran out (see `retention`), a chunk at a time for at most `budget`
+        seconds: a backlog is worked off over the next cleans. How many were deleted."""
+        now, deadline, deleted = time.time(), time.monotonic() + budget, 0
+        while time.monotonic() < deadline:
+            done = clean_finished(self.queue_model, list(self.queues), now)
+            if self.error_model is not None:
+                done += clean_errors(self.error_model, now)
+            deleted += done
+            if done < CLEAN_CHUNK:
+                break
+        return deleted
 
     def adopt_orphans(self) -> dict[str, str]:
         """Take over the tasks of this host's dead listeners on the worker's queues: those

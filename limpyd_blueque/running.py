@@ -12,6 +12,7 @@ worker do is `execution.TaskRunner.apply`'s business.
        │  LEASE_LOST  ─> LOST        ─ENDED─>    ▲
        │  OVERDUE     ─> TIMED_OUT   ─ENDED─>    │
        │  INTERRUPT   ─> INTERRUPTED ─ENDED─>    │
+       │  CANCEL      ─> CANCELING   ─ENDED─>    │   (or RECORDED, or LEASE_LOST)
        └──────────────────── ENDED ──────────────┘
 """
 
@@ -38,6 +39,7 @@ class TaskState(str, Enum):
     LOST = "lost"                # another attempt holds it now: its process is stopped
     TIMED_OUT = "timed_out"      # over its maximum run time: its process is killed
     INTERRUPTED = "interrupted"  # the worker stops: its process is stopped, it goes back
+    CANCELING = "canceling"      # its cancel was asked: its process is stopped, it is canceled
     ENDED = "ended"              # its process is gone; its slot is free
 
 
@@ -48,6 +50,7 @@ class Event(str, Enum):
     LEASE_LOST = "lease_lost"  # the heartbeat found it held by another attempt, or gone
     OVERDUE = "overdue"        # it ran past its maximum run time
     INTERRUPT = "interrupt"    # the worker stops and puts it back in line
+    CANCEL = "cancel"          # its cancel was asked (`Job.cancel`)
     ENDED = "ended"            # its process is gone, or said it is done
 
 
@@ -58,6 +61,10 @@ TRANSITIONS: dict[tuple[TaskState, Event], TaskState] = {
     (S.RUNNING, E.LEASE_LOST): S.LOST,
     (S.RUNNING, E.OVERDUE): S.TIMED_OUT,
     (S.RUNNING, E.INTERRUPT): S.INTERRUPTED,
+    (S.RUNNING, E.CANCEL): S.CANCELING,
+    (S.CANCELING, E.RECORDED): S.RECORDED,
+    (S.CANCELING, E.LEASE_LOST): S.LOST,
+    (S.CANCELING, E.ENDED): S.ENDED,
     (S.RUNNING, E.ENDED): S.ENDED,
     (S.RECORDED, E.ENDED): S.ENDED,
     (S.LOST, E.ENDED): S.ENDED,
@@ -86,6 +93,12 @@ class RunningTask:
     pstart: str | None = None
     state: TaskState = TaskState.RUNNING
     started: float = field(default_factory=time.monotonic)
+    #: when its progress last moved (Unix time; its start until it reports any)
+    moved_at: float = field(default_factory=time.time)
+    #: when it was flagged stalled (None: it is not)
+    stalled_since: float | None = None
+    #: when its process gets SIGKILL after a cancel (monotonic; None: not canceling)
+    kill_at: float | None = None
 
     @property
     def reservation(self) -> Reservation:
@@ -181,11 +194,13 @@ class RunningTasks:
     def leases(self) -> list[tuple[str, str, int, float | None]]:
         """`(queue, id, attempt, ttr)` of the tasks whose lease must be renewed."""
         return [(t.queue_name, t.task_id, t.attempt, t.ttr) for t in self.snapshot()
-                if t.state in (TaskState.RUNNING, TaskState.TIMED_OUT)]
+                if t.state in (TaskState.RUNNING, TaskState.TIMED_OUT, TaskState.CANCELING)]
 
     def watched(self) -> bool:
-        """True when some task needs the loop to look often (a run time limit, adoption)."""
-        return any(t.max_run_time or t.origin is Origin.ADOPTED for t in self.snapshot())
+        """True when some task needs the loop to look often (a run time limit, adoption,
+        a cancel's grace period)."""
+        return any(t.max_run_time or t.origin is Origin.ADOPTED or t.kill_at is not None
+                   for t in self.snapshot())
 
     # -- events from other threads ---------------------------------------------------------
     def post(self, task: RunningTask, event: Event, detail: Any = None) -> None:

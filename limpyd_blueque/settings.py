@@ -18,7 +18,14 @@ from typing import Any, ClassVar, Generic, TypeVar, cast
 from .exceptions import ConfigurationError
 from .keys import check_listener_id, check_queue_name
 from .models import Error, Job, Queue
-from .options import MAX_PRIORITY
+from .options import (
+    DEFAULT_ERROR_TTL,
+    DEFAULT_FAILURE_TTL,
+    DEFAULT_RESULT_TTL,
+    FOREVER,
+    MAX_PRIORITY,
+    Retention,
+)
 from .values import MAX_COUNT, MAX_SECONDS, number_problem
 
 T = TypeVar("T")
@@ -308,6 +315,29 @@ class WorkerSettings:
     clean_interval: Setting[float | None] = Setting(
         "float", None, "seconds between light cleans and adoptions", minimum=0, above=True,
         optional=True, default_text="ttr / 2")
+    #: a task's progress is written at most once per this many seconds (the last value
+    #: always, when it ends)
+    progress_interval: Setting[float] = Setting(
+        "float", 1.0, "seconds between two writes of a task's progress", minimum=0)
+    #: a task's or its queue's own `stall_timeout` comes first; None: no stall detection
+    stall_timeout: Setting[float | None] = Setting(
+        "float", None, "seconds a running task's progress may stay still before it is "
+        "flagged stalled", minimum=0, above=True, optional=True, default_text="off")
+    cancel_grace: Setting[float] = Setting(
+        "float", 10.0, "seconds a canceled task's process has after SIGTERM, before SIGKILL",
+        minimum=0)
+    #: a task's or its queue's own `result_ttl` comes first; -1: forever
+    result_ttl: Setting[float] = Setting(
+        "float", DEFAULT_RESULT_TTL, "seconds a complete task is kept (-1: forever)",
+        minimum=FOREVER, default_text="604800: 7 days")
+    #: for failed, canceled and expired tasks; a task's or its queue's own comes first
+    failure_ttl: Setting[float] = Setting(
+        "float", DEFAULT_FAILURE_TTL, "seconds a failed, canceled or expired task is kept "
+        "(-1: forever)", minimum=FOREVER, default_text="2592000: 30 days")
+    #: a task's or its queue's own `error_ttl` comes first
+    error_ttl: Setting[float] = Setting(
+        "float", DEFAULT_ERROR_TTL, "seconds a stored Error is kept (-1: forever)",
+        minimum=FOREVER, default_text="2592000: 30 days")
     #: so that a long task finished during a Redis restart is not run again
     outcome_retry_timeout: Setting[float] = Setting(
         "float", 60, "seconds an outcome is retried while Redis cannot be reached", minimum=0)
@@ -331,6 +361,15 @@ class WorkerSettings:
             setattr(self, name, value)
         for setting in SETTINGS:
             self.__dict__[setting.name] = setting.check(getattr(self, setting.name))
+        for name in ("result_ttl", "failure_ttl", "error_ttl"):
+            if FOREVER < getattr(self, name) < 0:
+                raise ConfigurationError(f"{name} must be {FOREVER} (keep forever) or at "
+                                         f"least 0, not {getattr(self, name)!r}")
+
+    @property
+    def retention(self) -> Retention:
+        """How long the tasks and errors this worker finishes are kept, by default."""
+        return Retention(self.result_ttl, self.failure_ttl, self.error_ttl)
 
 
 #: every worker setting, in table order

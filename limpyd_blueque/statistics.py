@@ -32,6 +32,8 @@ def _queue_commands(pipe: Any, keys: KeySpace, name: str) -> list[str]:
         for key, kind in keys.structures_of(name, status):
             getattr(pipe, _LENGTH[kind])(key)
             labels.append(status.value)
+    pipe.zcard(keys.stalled(name))
+    labels.append("stalled")
     pipe.hgetall(keys.statistics(name))
     labels.append("calls")
     return labels
@@ -40,6 +42,7 @@ def _queue_commands(pipe: Any, keys: KeySpace, name: str) -> list[str]:
 def _figures(labels: list[str], values: list[Any]) -> dict[str, dict[str, int]]:
     """One queue's statistics from its reads (see `_queue_commands`)."""
     tasks = {status.value: 0 for status in Status}
+    stalled = 0
     calls = {name: 0 for name in CALLS}
     for label, value in zip(labels, values):
         if label == "calls":
@@ -48,20 +51,24 @@ def _figures(labels: list[str], values: list[Any]) -> dict[str, dict[str, int]]:
                     calls[str(field)[6:]] = int(count)
         elif label == "reserved":
             tasks["taken"] = int(value)  # the lease set: reserved and started alike
+        elif label == "stalled":
+            stalled = int(value)
         else:
             tasks[label] += int(value)
     # started tasks are in the lease set too, unless a Blueque client started them
     tasks["taken"] = max(tasks["taken"], tasks["started"])
     tasks["reserved"] = tasks["taken"] - tasks["started"]
     tasks["total"] = sum(tasks[status.value] for status in Status)
-    tasks.update(ready=tasks["pending"], done=tasks["complete"], delayed=tasks["scheduled"])
+    tasks.update(ready=tasks["pending"], done=tasks["complete"], delayed=tasks["scheduled"],
+                 stalled=stalled)
     return {"tasks": tasks, "calls": calls}
 
 
 def read(client: redis.Redis, keys: KeySpace, names: Sequence[str],
          ) -> dict[str, dict[str, dict[str, int]]]:
     """The statistics of each queue of `names`, in one round trip: `{name: {"tasks":
-    {status: count, ..., "total", "ready", "taken", "done", "delayed"}, "calls":
+    {status: count, ..., "total", "ready", "taken", "done", "delayed", "stalled" (running
+    tasks flagged stalled, counted in "started" too)}, "calls":
     {operation: count}}}`. Held tasks are counted from the lease set and the started set:
     a task a Blueque client reserved but did not start yet counts once `blueque reindex`
     or a deep clean gave it a lease entry."""

@@ -36,6 +36,7 @@ from .recovery import Recovery
 from .running import RunningTask, RunningTasks
 from .scheduling import DueTasks
 from .values import printable
+from .watching import TaskWatch
 
 
 class Worker(WorkerHooks):
@@ -66,7 +67,7 @@ class Worker(WorkerHooks):
         self.runner: TaskRunner = self.make_runner()
         self.models = JobModels(self.job_model, self.job_models)
         self.outcomes = OutcomeRecorder(self.id, retry_timeout=self.outcome_retry_timeout,
-                                        log=self.log)
+                                        log=self.log, error_ttl=self.error_ttl)
         self.keeper: LeaseKeeper | None = None
         self.recovery: Recovery | None = None
         self.wakeups: WakeUps | None = None
@@ -86,17 +87,21 @@ class Worker(WorkerHooks):
 
     def make_keeper(self) -> LeaseKeeper:
         """The part that beats: liveness, leases, and who else is dead."""
-        return LeaseKeeper(self.id, [self.queue(name) for name in self.queues], self.tasks,
-                           heartbeat_interval=self.heartbeat_interval,
-                           liveness_interval=self.liveness_interval,
-                           liveness_timeout=self.liveness_timeout)
+        keeper = LeaseKeeper(self.id, [self.queue(name) for name in self.queues], self.tasks,
+                             heartbeat_interval=self.heartbeat_interval,
+                             liveness_interval=self.liveness_interval,
+                             liveness_timeout=self.liveness_timeout)
+        keeper.watch = TaskWatch(self.tasks, self, keeper.scripts_or_fail).seen
+        return keeper
 
     def make_recovery(self, keeper: LeaseKeeper) -> Recovery:
         """The part that takes back what dead holders left."""
         return Recovery(self.id, [self.queue(name) for name in self.queues], self.tasks,
                         keeper.scripts_or_fail, job_model=self.job_model,
-                        terms=Terms(self.ttr, self.max_run_time, self.max_attempts),
-                        clean_interval=self.clean_interval, log=self.log)
+                        terms=Terms(self.ttr, self.max_run_time, self.max_attempts,
+                                    self.retention),
+                        clean_interval=self.clean_interval, log=self.log,
+                        error_model=self.error_model)
 
     def validate(self) -> None:
         """Check the rules that relate settings (each one alone is checked by its own

@@ -85,3 +85,13 @@ class CommandCounter:
 @pytest.fixture
 def count_commands(redis_url):
     return lambda: CommandCounter(redis_url)
+
+
+@pytest.fixture
+def workers(redis_url, conn, tmp_path):
+    """`blueque-worker` processes for one test, stopped (with their tasks) at its end."""
+    from operating_jobs import WorkerProcesses
+
+    processes = WorkerProcesses(redis_url, tmp_path)
+    yield processes
+    processes.stop_all(conn)

@@ -195,7 +195,7 @@ def test_two_ticks_with_the_same_due_time_enqueue_one_task(queue, conn):
     scripts = queue.scripts()
 
     def attempt(task_id):
-        return scripts.tick("jobs", "p", seen=seen, due=due, next_due=due + 10,
+        return scripts.upkeep.tick("jobs", "p", seen=seen, due=due, next_due=due + 10,
                             task_id=task_id, parameters="x", tick=due, after=seen,
                             now=due, still_runs=STILL_RUNS)
 

@@ -208,12 +208,13 @@ def test_cancel_takes_a_waiting_task_out_of_every_structure(queue, conn, options
     assert take_all(["opts"]) == []
 
 
-def test_cancel_on_a_finished_task_is_false_and_on_a_running_one_refused(queue):
+def test_cancel_on_a_finished_task_is_false_and_on_a_running_one_a_request(queue):
     done = queue.enqueue("x")
     job, _ = Queue.reserve_from(["opts"], LISTENER)
-    with pytest.raises(InvalidTransition, match="running task"):
-        job.cancel()
-    job.complete("ok")
+    assert job.cancel() is True  # asked: its holder stops it
+    assert job.status.hget() == "reserved" and job.cancel_requested()
+    assert job.complete("ok") is True  # the cancel came first: filed as canceled
+    assert job.status.hget() == "canceled" and job.settled == "canceled"
     assert done.cancel() is False
     with pytest.raises(TaskNotFound):
         Job.lazy_connect("nothing-here").cancel()

@@ -14,13 +14,23 @@ local function refuse_unless_held(key, statuses, listener, attempt)
     return nil
 end
 
--- let_go(task key, reserved list, started set, lease set, id, listener): the holder lets
--- the task go: out of its reserved list, the started set and the lease set, its holder
--- fields cleared (the caller then files it where it goes)
-local function let_go(task, reserved, started, leases, id, listener)
+-- let_go(task key, reserved list, started set, lease set, id, listener, stalled set): the
+-- holder lets the task go: out of its reserved list, the started set, the lease set and
+-- the stalled set, its holder fields cleared (the caller then files it where it goes)
+local function let_go(task, reserved, started, leases, id, listener, stalled)
     local pid = redis.call('HGET', task, 'pid') or ''
     redis.call('LREM', reserved, 1, id)
     redis.call('SREM', started, listener .. ' ' .. pid .. ' ' .. id)
     redis.call('ZREM', leases, id)
-    redis.call('HDEL', task, 'node', 'pid', 'pstart', 'alive_until')
+    redis.call('ZREM', stalled, id)
+    redis.call('HDEL', task, 'node', 'pid', 'pstart', 'alive_until', 'stalled_at')
+end
+
+-- file_canceled(task, id, canceled list, stats, now, r): a task whose running was canceled
+-- at its owner's request, let go already, filed as canceled (see _finished.lua for `r`)
+local function file_canceled(task, id, canceled, stats, now, r)
+    redis.call('HSET', task, 'status', 'canceled', 'updated', now)
+    redis.call('LPUSH', canceled, id)
+    redis.call('HINCRBY', stats, 'calls.cancel', 1)
+    retain(r, task, id, 'canceled', now)
 end

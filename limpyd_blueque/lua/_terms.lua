@@ -14,12 +14,14 @@ local function first_number(task, settings, name, default)
 end
 
 -- lease_terms(task key, queue settings key, ttr, max run time, max attempts defaults)
--- returns ttr (or 'never', kept as given), max_run_time, max_attempts (nil: none)
+-- returns ttr (or 'never', kept as given), max_run_time, max_attempts, and the task's or
+-- its queue's stall_timeout (nil: none; the worker's own applies)
 local function lease_terms(task, settings, ttr, max_run_time, max_attempts)
     local own_ttr = ttr
     if ttr ~= 'never' then own_ttr = first_number(task, settings, 'ttr', ttr) end
     return own_ttr, first_number(task, settings, 'max_run_time', max_run_time),
-        first_number(task, settings, 'max_attempts', max_attempts)
+        first_number(task, settings, 'max_attempts', max_attempts),
+        first_number(task, settings, 'stall_timeout', nil)
 end
 
 local function term_text(value)

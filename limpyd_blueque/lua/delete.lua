@@ -7,7 +7,8 @@
 -- KEYS[7] blueque_pending_tasks_<queue>, KEYS[8] <prefix>:prioritized:<queue>,
 -- KEYS[9] blueque_scheduled_tasks_<queue>, KEYS[10] <prefix>:identifiers:<queue>,
 -- KEYS[11] <prefix>:expiry:<queue>, KEYS[12] <prefix>:stats:<queue>,
--- KEYS[13] <prefix>:utubes:<queue>, KEYS[14] <prefix>:utube_waiting:<queue>
+-- KEYS[13] <prefix>:utubes:<queue>, KEYS[14] <prefix>:utube_waiting:<queue>,
+-- KEYS[15] <prefix>:retention:<queue>
 -- ARGV[1] task id, ARGV[2] queue the caller believes the task is in, ARGV[3] 'finished'
 -- (complete, failed, canceled or expired only) or 'any' (all but reserved and started),
 -- ARGV[4] name prefix of the utube lists, ARGV[5] key prefix of task hashes, ARGV[6]
@@ -16,7 +17,7 @@
 local refused = refuse_misfit({{KEYS[1], 'hash'}, {KEYS[2], 'list'}, {KEYS[3], 'list'},
     {KEYS[4], 'list'}, {KEYS[5], 'list'}, {KEYS[6], 'list'}, {KEYS[7], 'list'},
     {KEYS[8], 'zset'}, {KEYS[9], 'zset'}, {KEYS[10], 'hash'}, {KEYS[11], 'zset'},
-    {KEYS[12], 'hash'}, {KEYS[13], 'hash'}, {KEYS[14], 'zset'}})
+    {KEYS[12], 'hash'}, {KEYS[13], 'hash'}, {KEYS[14], 'zset'}, {KEYS[15], 'zset'}})
 if refused then return refused end
 local id = ARGV[1]
 local lists = {complete = KEYS[2], failed = KEYS[3], canceled = KEYS[4], expired = KEYS[5]}
@@ -37,6 +38,7 @@ else  -- waiting
     if utube_leave(u, id, KEYS[1]) then redis.call('PUBLISH', ARGV[6], 1) end
 end
 redis.call('ZREM', KEYS[11], id)
+redis.call('ZREM', KEYS[15], id)
 redis.call('DEL', KEYS[1])
 redis.call('HINCRBY', KEYS[12], 'calls.delete', 1)
 return {1}

@@ -4,20 +4,23 @@
 -- KEYS[3] <prefix>:prioritized:<queue>, KEYS[4] blueque_scheduled_tasks_<queue>,
 -- KEYS[5] <prefix>:identifiers:<queue>, KEYS[6] <prefix>:expired:<queue>,
 -- KEYS[7] <prefix>:stats:<queue>, KEYS[8] <prefix>:utubes:<queue>,
--- KEYS[9] <prefix>:utube_waiting:<queue>
+-- KEYS[9] <prefix>:utube_waiting:<queue>, KEYS[10] <prefix>:retention:<queue>,
+-- KEYS[11] <prefix>:queue:<queue> (settings)
 -- ARGV[1] now (for the `updated` field), ARGV[2] key prefix of task hashes, ARGV[3] most
 -- tasks to expire, ARGV[4] name prefix of the utube lists, ARGV[5] queue name, ARGV[6]
--- wake-up channel (a task of a utube key may join the line when the key's holder expires)
+-- wake-up channel (a task of a utube key may join the line when the key's holder expires),
+-- ARGV[7] default failure ttl (see _finished.lua)
 -- An entry whose task no longer waits (it ran, or is gone) is only removed.
 -- Returns the ids expired.
 local refused = refuse_misfit({{KEYS[1], 'zset'}, {KEYS[2], 'list'}, {KEYS[3], 'zset'},
     {KEYS[4], 'zset'}, {KEYS[5], 'hash'}, {KEYS[6], 'list'}, {KEYS[7], 'hash'},
-    {KEYS[8], 'hash'}, {KEYS[9], 'zset'}})
+    {KEYS[8], 'hash'}, {KEYS[9], 'zset'}, {KEYS[10], 'zset'}, {KEYS[11], 'hash'}})
 if refused then return refused end
 local clock = redis.call('TIME')
 local server_now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
 local k = {expiry = KEYS[1], pending = KEYS[2], prioritized = KEYS[3], scheduled = KEYS[4],
-    identifiers = KEYS[5], expired = KEYS[6], stats = KEYS[7],
+    identifiers = KEYS[5], expired = KEYS[6], stats = KEYS[7], retention = KEYS[10],
+    settings = KEYS[11], failure_ttl = ARGV[7],
     u = utube_keys(KEYS[8], KEYS[9], ARGV[4], ARGV[2], ARGV[5], KEYS[2], KEYS[3])}
 local due = redis.call('ZRANGEBYSCORE', k.expiry, '-inf', string.format('%.6f', server_now),
     'LIMIT', 0, tonumber(ARGV[3]))

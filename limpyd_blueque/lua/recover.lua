@@ -1,34 +1,39 @@
 -- Take back tasks whose holder is gone: their lease expired (any host), or the process
 -- running them is dead (same host). Each goes back to pending at the front of its queue,
--- or fails once it has used its attempts.
--- KEYS, ten per task: blueque_task_<id>, <prefix>:leases:<queue>,
+-- or fails once it has used its attempts; one whose cancel was asked is filed as canceled.
+-- KEYS, fourteen per task: blueque_task_<id>, <prefix>:leases:<queue>,
 --   blueque_pending_tasks_<queue>, blueque_failed_tasks_<queue>,
 --   blueque_started_tasks_<queue>, <prefix>:queue:<queue> (queue settings),
 --   <prefix>:prioritized:<queue>, <prefix>:identifiers:<queue>, <prefix>:utubes:<queue>,
---   <prefix>:utube_waiting:<queue>
+--   <prefix>:utube_waiting:<queue>, <prefix>:canceled:<queue>, <prefix>:retention:<queue>,
+--   <prefix>:stalled:<queue>, <prefix>:stats:<queue>:m:<minute>
 -- ARGV[1] now (for the `updated` field), ARGV[2] 'expired' (only if the lease ended,
 -- by the server's clock), 'dead' (its holder is dead: unless the task's own process says
 -- it still lives, its `alive_until` field being ahead of the server's clock) or 'gone'
 -- (its process is known to be gone: always), ARGV[3] default maximum attempts ('': no
--- maximum), ARGV[4] why, for the error field, ARGV[5] key prefix of task hashes; then seven
+-- maximum), ARGV[4] why, for the error field, ARGV[5] key prefix of task hashes, ARGV[6]
+-- default result ttl, ARGV[7] default failure ttl (see _finished.lua); then seven
 -- per task: task id, reserved-list key prefix of the queue (the listener id read from the
 -- hash completes it), wake-up channel, attempt expected ('': any), holder expected ('':
 -- any), queue name, name prefix of the queue's utube lists. A task put back keeps its
 -- utube key; one failed hands it to the next task of that key. A task held by another holder or attempt than expected is skipped: it
 -- changed hands meanwhile. Attempts a task did not fail (it delayed itself: its
 -- `uncounted` field) do not count toward the maximum.
--- Returns, flat, per task: id, outcome ('pending', 'failed' or 'skipped').
+-- Returns, flat, per task: id, outcome ('pending', 'failed', 'canceled' or 'skipped').
 local mode, default_max, why = ARGV[2], ARGV[3], ARGV[4]
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
 local out = {}
 local prefix = ARGV[5]
-for i = 1, #KEYS / 10 do
-    local b = 10 * (i - 1)
+for i = 1, #KEYS / 14 do
+    local b = 14 * (i - 1)
     local task, leases, pending, failed, started, settings, prioritized, identifiers =
         KEYS[b + 1], KEYS[b + 2], KEYS[b + 3], KEYS[b + 4], KEYS[b + 5], KEYS[b + 6],
         KEYS[b + 7], KEYS[b + 8]
-    local a = 7 * (i - 1) + 6
+    local a = 7 * (i - 1) + 8
+    local canceled, stalled = KEYS[b + 11], KEYS[b + 13]
+    local r = {retention = KEYS[b + 12], settings = settings, throughput = KEYS[b + 14],
+        result_ttl = ARGV[6], failure_ttl = ARGV[7]}
     local id, reserved_prefix, channel, expected, holder, queue = ARGV[a], ARGV[a + 1],
         ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5]
     local u = utube_keys(KEYS[b + 9], KEYS[b + 10], ARGV[a + 6], prefix, queue, pending,
@@ -36,7 +41,8 @@ for i = 1, #KEYS / 10 do
     local status = nil
     local bad = misfit({{task, 'hash'}, {leases, 'zset'}, {pending, 'list'}, {failed, 'list'},
         {started, 'set'}, {settings, 'hash'}, {prioritized, 'zset'}, {identifiers, 'hash'},
-        {u.utubes, 'hash'}, {u.waiting, 'zset'},
+        {u.utubes, 'hash'}, {u.waiting, 'zset'}, {canceled, 'list'}, {r.retention, 'zset'},
+        {stalled, 'zset'}, {r.throughput, 'hash'},
         {reserved_prefix .. (redis.call('TYPE', task)['ok'] == 'hash'
             and (redis.call('HGET', task, 'node') or '') or ''), 'list'}})
     if not bad then status = redis.call('HGET', task, 'status') end
@@ -70,13 +76,21 @@ for i = 1, #KEYS / 10 do
         redis.call('LREM', reserved_prefix .. node, 1, id)
         redis.call('SREM', started, node .. ' ' .. pid .. ' ' .. id)
         redis.call('ZREM', leases, id)
-        redis.call('HDEL', task, 'node', 'pid', 'pstart', 'alive_until')
+        redis.call('ZREM', stalled, id)
+        redis.call('HDEL', task, 'node', 'pid', 'pstart', 'alive_until', 'stalled_at')
         local used = (tonumber(attempt) or 0)
             - (tonumber(redis.call('HGET', task, 'uncounted')) or 0)
-        if max and used >= max then
+        if canceling(task) then
+            redis.call('HSET', task, 'status', 'canceled', 'updated', ARGV[1])
+            redis.call('LPUSH', canceled, id)
+            retain(r, task, id, 'canceled', ARGV[1])
+            if utube_leave(u, id, task) then redis.call('PUBLISH', channel, 1) end
+            outcome = 'canceled'
+        elseif max and used >= max then
             redis.call('HSET', task, 'status', 'failed', 'updated', ARGV[1], 'error',
                 'LeaseExpired: ' .. why .. ' after ' .. used .. ' attempt(s)')
             redis.call('LPUSH', failed, id)
+            retain(r, task, id, 'failed', ARGV[1])
             if utube_leave(u, id, task) then redis.call('PUBLISH', channel, 1) end
             outcome = 'failed'
         else

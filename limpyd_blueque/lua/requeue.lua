@@ -5,27 +5,44 @@
 -- KEYS[3] blueque_started_tasks_<queue>, KEYS[4] blueque_pending_tasks_<queue>,
 -- KEYS[5] blueque_scheduled_tasks_<queue>, KEYS[6] <prefix>:leases:<queue>,
 -- KEYS[7] <prefix>:prioritized:<queue>, KEYS[8] <prefix>:identifiers:<queue>,
--- KEYS[9] <prefix>:stats:<queue>
+-- KEYS[9] <prefix>:stats:<queue>, KEYS[10] <prefix>:stalled:<queue>,
+-- KEYS[11] <prefix>:canceled:<queue>, KEYS[12] <prefix>:queue:<queue> (settings),
+-- KEYS[13] <prefix>:retention:<queue>, KEYS[14] <prefix>:stats:<queue>:m:<minute>,
+-- KEYS[15] <prefix>:utubes:<queue>, KEYS[16] <prefix>:utube_waiting:<queue>
 -- ARGV[1] task id, ARGV[2] listener id, ARGV[3] attempt the caller holds ('': not checked),
 -- ARGV[4] now, ARGV[5] eta ('': pending at once), ARGV[6] error to record ('': none),
 -- ARGV[7] wake-up channel, ARGV[8] 'front' (taken next in its priority) or 'back' (end of
 -- its priority), ARGV[9] priority change ('': none), ARGV[10] '1' when this attempt does
 -- not count as a failed one (a task that delays itself), ARGV[11] key prefix of task
--- hashes, ARGV[12] queue name
+-- hashes, ARGV[12] queue name, ARGV[13] default result ttl, ARGV[14] default failure ttl,
+-- ARGV[15] name prefix of the utube lists
+-- A task whose cancel was asked while it ran is filed as canceled instead (the cancel
+-- came first), and hands its utube key on.
 -- Counted in the statistics as a 'release' when the attempt is not counted, else as a
 -- 'requeue'.
 -- The priority stays a whole number within the bounds of _line.lua.
--- Returns {1} when requeued, {0, status, node, attempt} when refused, {-1} when missing.
+-- Returns {1} when requeued, {2} when filed as canceled, {0, status, node, attempt} when
+-- refused, {-1} when missing.
 local refused = refuse_misfit({{KEYS[1], 'hash'}, {KEYS[2], 'list'}, {KEYS[3], 'set'},
     {KEYS[4], 'list'}, {KEYS[5], 'zset'}, {KEYS[6], 'zset'}, {KEYS[7], 'zset'},
-    {KEYS[8], 'hash'}, {KEYS[9], 'hash'}})
+    {KEYS[8], 'hash'}, {KEYS[9], 'hash'}, {KEYS[10], 'zset'}, {KEYS[11], 'list'},
+    {KEYS[12], 'hash'}, {KEYS[13], 'zset'}, {KEYS[14], 'hash'}, {KEYS[15], 'hash'},
+    {KEYS[16], 'zset'}})
 if refused then return refused end
 refused = refuse_unless_held(KEYS[1], {reserved = true, started = true}, ARGV[2],
     ARGV[3])
 if refused then return refused end
 local id = ARGV[1]
-let_go(KEYS[1], KEYS[2], KEYS[3], KEYS[6], id, ARGV[2])
+let_go(KEYS[1], KEYS[2], KEYS[3], KEYS[6], id, ARGV[2], KEYS[10])
 if ARGV[6] ~= '' then redis.call('HSET', KEYS[1], 'error', ARGV[6]) end
+if canceling(KEYS[1]) then
+    file_canceled(KEYS[1], id, KEYS[11], KEYS[9], ARGV[4], {retention = KEYS[13],
+        settings = KEYS[12], throughput = KEYS[14], result_ttl = ARGV[13],
+        failure_ttl = ARGV[14]})
+    local u = utube_keys(KEYS[15], KEYS[16], ARGV[15], ARGV[11], ARGV[12], KEYS[4], KEYS[7])
+    if utube_leave(u, id, KEYS[1]) then redis.call('PUBLISH', ARGV[7], 1) end
+    return {2}
+end
 if ARGV[10] == '1' then
     redis.call('HINCRBY', KEYS[1], 'uncounted', 1)
     redis.call('HINCRBY', KEYS[9], 'calls.release', 1)

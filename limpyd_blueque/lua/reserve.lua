@@ -2,12 +2,13 @@
 -- mark it reserved (or started, when a pid is given) at once. The next task is the first
 -- in line of the highest priority any of the queues has (see _line.lua); between queues
 -- whose next tasks have the same priority, the queue given first.
--- KEYS, thirteen per queue, queues in their order of preference:
+-- KEYS, fourteen per queue, queues in their order of preference:
 --   blueque_pending_tasks_<queue>, blueque_reserved_tasks_<queue>_<listener>,
 --   <prefix>:leases:<queue>, blueque_started_tasks_<queue>, <prefix>:queue:<queue>,
 --   blueque_failed_tasks_<queue>, <prefix>:prioritized:<queue>,
 --   <prefix>:identifiers:<queue>, <prefix>:expiry:<queue>, <prefix>:expired:<queue>,
---   <prefix>:stats:<queue>, <prefix>:utubes:<queue>, <prefix>:utube_waiting:<queue>
+--   <prefix>:stats:<queue>, <prefix>:utubes:<queue>, <prefix>:utube_waiting:<queue>,
+--   <prefix>:retention:<queue>
 -- A task met past its ttl (its `expires_at`, by the server's clock) is expired, not run.
 -- ARGV[1] key prefix of task hashes (ids are only known inside)
 -- ARGV[2] listener id, ARGV[3] now
@@ -15,9 +16,10 @@
 -- ARGV[5] start time of that process (kept to tell it from a later one with its pid)
 -- ARGV[6] default maximum run time, ARGV[7] default maximum attempts ('': none)
 -- ARGV[8] most entries to pass over in one call (ids that are not pending tasks)
--- then three per queue: ARGV[6 + 3i] default lease length in seconds for queue i ('' or
+-- ARGV[9] default failure ttl, for the tasks quarantined or expired (see _finished.lua)
+-- then three per queue: ARGV[7 + 3i] default lease length in seconds for queue i ('' or
 --   '0': no expiry; 'never': no expiry whatever the task or queue say, for a caller
---   that does not renew leases), ARGV[7 + 3i] the queue's name, ARGV[8 + 3i] the name
+--   that does not renew leases), ARGV[8 + 3i] the queue's name, ARGV[9 + 3i] the name
 --   prefix of its utube lists
 -- Each term is the task's own, else its queue's, else the default (see _terms.lua).
 -- Lease ends are timed by the server's clock, so clients' clocks need not agree.
@@ -31,7 +33,7 @@
 -- Returns {queue index (0: nothing), task id, task hash as a flat list, ttr, max run time,
 --   max attempts ('' for none), dropped ids, quarantined (flat: queue, id, problem),
 --   broken (flat: queue index, problem), 1 when it stopped early at the ARGV[8] bound,
---   the ids expired on the way}.
+--   the ids expired on the way, the task's (or its queue's) stall timeout ('': none)}.
 local prefix, listener, now, pid = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local bound = tonumber(ARGV[8]) or 100
 local clock = redis.call('TIME')
@@ -61,34 +63,35 @@ local function problem_of(key, id, queue)
     return nil, 'ok'
 end
 
-local function quarantine(key, id, queue, reserved, failed, why)
-    redis.call('LREM', reserved, -1, id)
+local function quarantine(key, id, queue, k, why)
+    redis.call('LREM', k.reserved, -1, id)
     quarantined[#quarantined + 1] = queue
     quarantined[#quarantined + 1] = id
     quarantined[#quarantined + 1] = why
     if redis.call('TYPE', key)['ok'] == 'hash' then
         redis.call('HSET', key, 'status', 'failed', 'queue', queue, 'updated', now,
             'error', 'Quarantined: ' .. why)
-        redis.call('LREM', failed, 0, id)  -- once, even if a stray entry was there
-        redis.call('LPUSH', failed, id)
+        redis.call('LREM', k.failed, 0, id)  -- once, even if a stray entry was there
+        redis.call('LPUSH', k.failed, id)
+        retain({retention = k.retention, failure_ttl = k.failure_ttl}, key, id, 'failed', now)
     end
 end
 
 local open_queues = {}  -- the queues whose keys are all of their type: {index, keys}
-local N = 13
+local N = 14
 for i = 1, #KEYS / N do
     local b = N * (i - 1)
     local k = {pending = KEYS[b + 1], reserved = KEYS[b + 2], leases = KEYS[b + 3],
         started = KEYS[b + 4], settings = KEYS[b + 5], failed = KEYS[b + 6],
         prioritized = KEYS[b + 7], identifiers = KEYS[b + 8], expiry = KEYS[b + 9],
         expired = KEYS[b + 10], stats = KEYS[b + 11], utubes = KEYS[b + 12],
-        waiting = KEYS[b + 13]}
-    k.u = utube_keys(k.utubes, k.waiting, ARGV[8 + 3 * i], prefix, ARGV[7 + 3 * i],
+        waiting = KEYS[b + 13], retention = KEYS[b + 14], failure_ttl = ARGV[9]}
+    k.u = utube_keys(k.utubes, k.waiting, ARGV[9 + 3 * i], prefix, ARGV[8 + 3 * i],
         k.pending, k.prioritized)
     local bad, found = misfit({{k.pending, 'list'}, {k.reserved, 'list'}, {k.leases, 'zset'},
         {k.started, 'set'}, {k.settings, 'hash'}, {k.failed, 'list'}, {k.prioritized, 'zset'},
         {k.identifiers, 'hash'}, {k.expiry, 'zset'}, {k.expired, 'list'}, {k.stats, 'hash'},
-        {k.utubes, 'hash'}, {k.waiting, 'zset'}})
+        {k.utubes, 'hash'}, {k.waiting, 'zset'}, {k.retention, 'zset'}})
     if bad then
         broken[#broken + 1] = i
         broken[#broken + 1] = bad .. ' holds a ' .. found
@@ -120,7 +123,7 @@ while passed < bound do
     local entry, source = next_queue()
     if not entry then break end
     local i, k = entry[1], entry[2]
-    local queue = ARGV[7 + 3 * i]
+    local queue = ARGV[8 + 3 * i]
     local id = take(k, source)
     if not id then break end
     local key = prefix .. id
@@ -130,7 +133,7 @@ while passed < bound do
         dropped[#dropped + 1] = id
         passed = passed + 1
     elseif verdict == 'bad' then
-        quarantine(key, id, queue, k.reserved, k.failed, why)
+        quarantine(key, id, queue, k, why)
         passed = passed + 1
     elseif is_expired(key, server_now) then
         redis.call('LREM', k.reserved, -1, id)
@@ -138,8 +141,8 @@ while passed < bound do
         expired[#expired + 1] = id
         passed = passed + 1
     else
-        local ttr, max_run_time, max_attempts = lease_terms(key, k.settings,
-            ARGV[6 + 3 * i], ARGV[6], ARGV[7])
+        local ttr, max_run_time, max_attempts, stall = lease_terms(key, k.settings,
+            ARGV[7 + 3 * i], ARGV[6], ARGV[7])
         local deadline = '+inf'
         if ttr ~= 'never' and ttr and ttr > 0 then deadline = server_now + ttr end
         redis.call('HINCRBY', key, 'attempt', 1)
@@ -156,7 +159,7 @@ while passed < bound do
         redis.call('HINCRBY', k.stats, 'calls.take', 1)
         return {i, id, redis.call('HGETALL', key), term_text(ttr),
             term_text(max_run_time), term_text(max_attempts), dropped, quarantined,
-            broken, 0, expired}
+            broken, 0, expired, term_text(stall)}
     end
 end
 local more = 0

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import suppress
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, cast
 
 from limpyd import fields
 from limpyd.contrib.collection import ExtendedCollectionManager
@@ -13,6 +16,8 @@ from limpyd.indexes import EqualIndex, TextRangeIndex
 from .. import compat
 from ..connection import reaching
 from ..exceptions import ConfigurationError
+from ..options import FOREVER
+from ..values import MAX_SECONDS, shown
 from .base import BluequeModel
 from .job import Job
 
@@ -67,27 +72,35 @@ class Error(BluequeModel):
     @classmethod
     def add_error(cls, queue_name: str, job: Job, error: BaseException,
                   when: datetime | None = None, trace: str | None = None,
-                  **additional_fields: Any) -> Error:
+                  ttl: float | None = None, **additional_fields: Any) -> Error:
         """Store `error` raised by `job` of `queue_name`, at `when` (default: now, UTC).
 
-        Two round trips: see `add_errors`.
+        `ttl`: seconds after `when` until the error is deleted by the workers' cleaning
+        (`-1` or None: kept forever). Two round trips: see `add_errors`.
         """
         values = cls.error_values(queue_name, job, error, when, trace, **additional_fields)
-        return cls.lazy_connect(cls.add_errors([values])[0])
+        return cls.lazy_connect(cls.add_errors([values], ttls=[ttl])[0])
 
     @classmethod
-    def add_errors(cls, records: Sequence[dict[str, str]]) -> list[str]:
+    def add_errors(cls, records: Sequence[dict[str, str]],
+                   ttls: Sequence[float | None] | None = None) -> list[str]:
         """Store many error records (field values), indexed; return their pks.
 
+        `ttls`, one per record (seconds, `-1` or None: kept forever), give each record its
+        deletion time, its `timestamp` plus its ttl, in `KeySpace.error_expiry` (see
+        `retention.clean_errors`). Raises `ConfigurationError` for an unknown field or a
+        bad ttl, before anything is written.
+
         Two round trips whatever their number: one reserves the pks, one transaction
-        writes every hash, the collection and every index entry, through limpyd's own
-        index objects (limpyd alone would take a lock and several round trips per
-        indexed field of each record).
+        writes every hash, the collection, every index entry (through limpyd's own index
+        objects: limpyd alone would take a lock and several round trips per indexed field
+        of each record) and every expiry entry.
         """
         for values in records:
             unknown = [name for name in values if not cls.has_field(name) or name == "pk"]
             if unknown:
                 raise ConfigurationError(f"unknown Error field(s): {', '.join(sorted(unknown))}")
+        deadlines = cls._deadlines(records, ttls)
         if not records:
             return []
         connection = cls.get_connection()
@@ -96,14 +109,86 @@ class Error(BluequeModel):
             pks = [str(pk) for pk in range(last - len(records) + 1, last + 1)]
             collection = cls.get_field("pk").collection_key
             with cls.database.pipeline(transaction=True) as pipe:
-                for pk, values in zip(pks, records):
+                for pk, values, deadline in zip(pks, records, deadlines):
                     mapping: dict[Any, str] = values  # redis-py types keys as its own union
                     pipe.hset(compat.model_key(cls, pk, "hash"), mapping=mapping)
                     pipe.sadd(collection, pk)
                     for name, value in values.items():
                         compat.index_value(cls.get_class_field(name), pk, value)
+                    if deadline is not None:
+                        pipe.zadd(cls.keys().error_expiry, {pk: deadline})
                 pipe.execute()
         return pks
+
+    @classmethod
+    def _deadlines(cls, records: Sequence[Mapping[str, str]],
+                   ttls: Sequence[float | None] | None) -> list[float | None]:
+        """When each record is to be deleted (None: never), from its ttl; checks the ttls."""
+        if ttls is None:
+            return [None] * len(records)
+        if len(ttls) != len(records):
+            raise ConfigurationError(f"{len(ttls)} error ttl(s) given for {len(records)} "
+                                     "error record(s): give one per record")
+        deadlines: list[float | None] = []
+        for values, ttl in zip(records, ttls):
+            if ttl is None or (ttl == FOREVER and not isinstance(ttl, bool)):
+                deadlines.append(None)
+                continue
+            if (isinstance(ttl, bool) or not isinstance(ttl, (int, float))
+                    or not 0 <= ttl <= MAX_SECONDS):  # NaN fails the comparison too
+                raise ConfigurationError(f"error ttl must be -1 (keep forever) or seconds "
+                                         f"from 0 to {MAX_SECONDS}, not {shown(ttl)}")
+            deadlines.append(_moment(values.get("timestamp")) + ttl)
+        return deadlines
+
+    @classmethod
+    def delete_errors(cls, pks: Iterable[str]) -> int:
+        """Delete stored errors: each hash, collection membership, index entry and expiry
+        entry; returns how many records existed.
+
+        Two round trips whatever their number: one reads the records (to know their index
+        entries), one transaction deletes. A pk whose hash holds another type is only
+        taken out of the expiry set and the collection (the key is left alone).
+        """
+        pks = list(pks)
+        if not pks:
+            return 0
+        connection = cls.get_connection()
+        with reaching(connection):
+            with connection.pipeline(transaction=False) as pipe:
+                for pk in pks:
+                    pipe.hgetall(compat.model_key(cls, pk, "hash"))
+                found = pipe.execute(raise_on_error=False)
+            collection = cls.get_field("pk").collection_key
+            with cls.database.pipeline(transaction=True) as pipe:
+                for pk, values in zip(pks, found):
+                    pipe.zrem(cls.keys().error_expiry, pk)
+                    pipe.srem(collection, pk)
+                    if isinstance(values, dict):
+                        pipe.delete(compat.model_key(cls, pk, "hash"))
+                        cls._deindex(pk, cast("dict[str, str]", values))
+                # an index or collection key of another type fails its own command only
+                pipe.execute(raise_on_error=False)
+        return sum(1 for values in found if isinstance(values, dict) and values)
+
+    @classmethod
+    def _deindex(cls, pk: str, values: Mapping[str, str]) -> None:
+        """Remove `pk` with each of its `values` from the indexes of its fields, in the
+        pipeline that is open: what `compat.index_value` added.
+
+        Relies, as `compat.index_value` does, on `RedisField._indexes` (the index objects
+        of a model field) and `BaseIndex._reset_rollback_cache` (emptied as a field empties
+        it, so that no rollback data piles up in a long-running worker).
+        """
+        for name, value in values.items():
+            if name == "pk" or not cls.has_field(name):
+                continue
+            field = cls.get_class_field(name)
+            for index in field._indexes if field.indexable else ():
+                # a value an index refuses (ValueError) was not added by it either
+                with suppress(ValueError):
+                    index.remove(pk, value)
+                index._reset_rollback_cache(pk)
 
     @classmethod
     def collection_for_job(cls, job: Job | str) -> Any:
@@ -118,3 +203,12 @@ class Error(BluequeModel):
         if timestamp is None:
             raise TypeError(f"error {self.pk.get()!r} has no timestamp")
         return datetime.fromtimestamp(float(timestamp), timezone.utc)
+
+
+def _moment(text: str | None) -> float:
+    """The epoch seconds of a record's `timestamp` field; now when it is not a number."""
+    try:
+        value = float(text) if text else math.nan
+    except ValueError:
+        value = math.nan
+    return value if math.isfinite(value) else time.time()

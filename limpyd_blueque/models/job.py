@@ -9,10 +9,11 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from ..atomic import Reservation
-from ..exceptions import ConfigurationError, InvalidTransition, UnknownJobModel
+from ..exceptions import ConfigurationError, InvalidTransition, TaskNotFound, UnknownJobModel
 from ..keys import check_queue_name
 from ..options import check_priority, eta_of, priority_of, seconds
-from ..statuses import Status
+from ..progress import CheckpointRecord, Progress, ProgressReporter
+from ..statuses import FINISHED, Status
 from .producing import enqueue_tasks
 from .task import Task
 
@@ -37,6 +38,11 @@ class Job(Task):
 
     #: seconds the running task asked to wait before running again (see `delay`)
     delay_requested: float | None = None
+    #: at most one progress write per this many seconds (a worker sets its own)
+    progress_interval = 1.0
+    _reporter: ProgressReporter | None = None
+    _cancel_seen = False
+    _cancel_checked = 0.0
 
     @classmethod
     def get_model_repr(cls) -> str:
@@ -118,6 +124,115 @@ class Job(Task):
         failure, no retry used, its result not stored (raising `Delay` does the same)."""
         self.delay_requested = seconds("delay", wait)
 
+    def cancel(self) -> bool:
+        """Cancel the task. A waiting one (pending or scheduled) is canceled at once: status
+        `canceled`, out of every waiting structure. A running one is asked to stop: its
+        worker learns it at its next beat (within `liveness_interval`, a second by
+        default), stops it and files it as canceled; from the moment of this call, any
+        outcome the task records is filed as canceled instead (the cancel came first).
+
+        True when canceled or asked; False when it had finished already (complete,
+        failed, canceled or expired). A buried task raises `InvalidTransition`.
+        """
+        queue = self._queue_name()
+        outcome = self.scripts().cancel(queue, self.task_id, time.time(), self.retention)
+        if outcome.done or outcome.status == "requested":
+            return True
+        if outcome.missing:
+            raise TaskNotFound(self.task_id)
+        if outcome.status in FINISHED:
+            return False
+        self._refuse(outcome, Status.CANCELED, "only a waiting or running task can be "
+                     "canceled")
+        return False
+
+    def delete(self, *, finished_only: bool = False) -> None:
+        """Delete the task, with its entries, in one step: a finished task (Blueque's
+        "Delete Finished Task"), and also a buried or waiting one unless `finished_only`.
+        A running task raises `InvalidTransition` (`cancel` it first)."""
+        queue = self._queue_name()
+        outcome = self.scripts().delete(queue, self.task_id, finished_only=finished_only)
+        if not outcome.done:
+            self._refuse(outcome, "deleted",
+                         "only a complete, failed, canceled or expired task can be deleted"
+                         if finished_only else "a running task cannot be deleted")
+
+    # -- what a running task says about itself, and what is asked of it --------------------
+    def reporter(self) -> ProgressReporter:
+        """The reports of this attempt (made at first use, for a task run by a worker)."""
+        if self._reporter is None:
+            task = self.task
+            if task is None or not task.node:
+                raise ConfigurationError("set_progress and checkpoint are for a running task, "
+                                         "from its own code (its worker's job)")
+
+            def write(progress: str | None, checkpoint: str | None) -> bool | None:
+                outcome, asked = self.scripts().reports.report(
+                    task.queue, self.task_id, task.node or "", task.attempt or None,
+                    progress=progress, checkpoint=checkpoint)
+                return bool(asked) if outcome.done else None
+
+            self._reporter = ProgressReporter(write, task.attempt, self.progress_interval)
+            self._reporter.canceled = self._cancel_seen
+        return self._reporter
+
+    def set_progress(self, done: float, total: float | None = None,
+                     message: str | None = None) -> None:
+        """From inside the running task: how far it is (`done` out of `total`, and a
+        `message`). Cheap in a tight loop: at most one write per `progress_interval`, the
+        last value written when the task ends. Raises `Canceled` once its cancel was asked."""
+        reporter = self.reporter()
+        reporter.canceled = reporter.canceled or self._cancel_seen
+        reporter.set(done, total, message)
+
+    def flush_progress(self) -> None:
+        """Write the progress not written yet (its worker calls it as the task ends)."""
+        if self._reporter is not None:
+            self._reporter.flush()
+
+    def progress(self) -> Progress | None:
+        """How far the task is, as last written (None: it reported no progress)."""
+        return Progress.from_text(self.raw_field("progress"))
+
+    def checkpoint(self, state: Any) -> bool:
+        """From inside the running task: store `state` (JSON-able) as where to resume, now.
+        A later attempt (after a crash, a requeue, a release or an adoption) reads it with
+        `last_checkpoint`. False when this attempt no longer holds the task: an older
+        attempt never overwrites the checkpoint of a newer one."""
+        return self.reporter().checkpoint(state)
+
+    def checkpoint_record(self) -> CheckpointRecord | None:
+        """The task's last checkpoint with its attempt, time and size (None: none)."""
+        return CheckpointRecord.from_text(self.raw_field("checkpoint"))
+
+    def last_checkpoint(self) -> Any:
+        """The state of the task's last checkpoint (None when it has none)."""
+        record = self.checkpoint_record()
+        return record.state if record is not None else None
+
+    def cancel_requested(self) -> bool:
+        """True once the running task's cancel was asked (`cancel`). Inside a worker, read
+        at most once per `progress_interval`; its worker may also have said so."""
+        if self._cancel_seen:
+            return True
+        now = time.monotonic()
+        if self.task is None or now >= self._cancel_checked + self.progress_interval:
+            self._cancel_checked = now
+            self._cancel_seen = bool(self.raw_field("cancel_requested"))
+        return self._cancel_seen
+
+    def note_cancel_requested(self) -> None:
+        """Its worker learned that the task's cancel was asked (any thread may call it)."""
+        self._cancel_seen = True
+        if self._reporter is not None:
+            self._reporter.canceled = True
+
+    def record_canceled(self, why: Any, *, listener_id: str | None = None,
+                        attempt: int | None = None) -> bool:
+        """Its holder files the running task as canceled (it stopped on a cancel request),
+        storing `why` in its `error` field; False when the caller no longer holds it."""
+        return self._finish(Status.CANCELED, why, listener_id, None, self._attempt(attempt))
+
     @property
     def duration(self) -> timedelta | None:
         """How long the last attempt ran, for a complete or failed task started by this
@@ -163,6 +278,14 @@ class Job(Task):
 
     def on_delayed(self, queue: Queue) -> None:
         """Called after the task, at its own request, was put back to run later; no-op."""
+
+    def on_canceled(self, queue: Queue) -> None:
+        """Called after the running task was stopped on a cancel request and filed as
+        canceled (in its own process, or in its worker's when its process was killed)."""
+
+    def on_stalled(self, queue: Queue) -> None:
+        """Called, in its worker's process, when the task's progress did not move for its
+        `stall_timeout`; no-op (it may `release`, `fail` or `bury` the task)."""
 
 
 

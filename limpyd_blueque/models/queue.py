@@ -15,7 +15,7 @@ from ..connection import reaching
 from ..exceptions import ConfigurationError, InvalidTransition, TaskNotFound
 from ..keys import check_listener_id, check_queue_name
 from ..liveness import worker_records
-from ..options import TERM_RULES
+from ..options import TERM_RULES, check_term
 from ..statuses import Status
 from ..values import MAX_COUNT, check_number, check_task_id, timestamp
 from .base import (
@@ -45,6 +45,10 @@ class Queue(BluequeModel):
     max_run_time = fields.InstanceHashField()
     max_attempts = fields.InstanceHashField()
     ttl = fields.InstanceHashField()
+    stall_timeout = fields.InstanceHashField()
+    result_ttl = fields.InstanceHashField()
+    failure_ttl = fields.InstanceHashField()
+    error_ttl = fields.InstanceHashField()
     # the Blueque keys of the queue
     pending = WireListField(wire="pending")
     scheduled = WireSortedSetField(wire="scheduled")
@@ -65,19 +69,19 @@ class Queue(BluequeModel):
         return self.keys().queue_settings(self.pk.get())
 
     def configure(self, **settings: float | None) -> None:
-        """Set (or, with None, remove) the queue's `ttr`, `max_run_time`, `max_attempts`.
+        """Set (or, with None, remove) the queue's `ttr`, `ttl`, `max_run_time`,
+        `max_attempts`, `stall_timeout`, `result_ttl`, `failure_ttl` and `error_ttl`.
 
         A task's own field overrides its queue's setting, which overrides the worker's.
-        `ttr` and `max_run_time` are seconds, finite and above 0 (at most
-        `values.MAX_SECONDS`); `max_attempts` a whole number, at least 1. Raises
-        `ConfigurationError` naming a bad value, before anything is written.
-        """
+        Times are seconds above 0 (retentions: 0 deletes at the next cleaning, -1 keeps
+        forever); `max_attempts` a whole number from 1. `ConfigurationError` names a bad
+        value, before anything is written."""
         unknown = sorted(set(settings) - set(QUEUE_SETTINGS))
         if unknown:
             raise ConfigurationError(f"unknown queue setting(s): {', '.join(unknown)}")
         for name, value in settings.items():
             if value is not None:
-                check_number(f"queue setting {name}", value, **QUEUE_SETTINGS[name])
+                check_term(f"queue setting {name}", name, value)
         with self.client().pipeline(transaction=True) as pipe:
             for name, value in settings.items():
                 if value is None:
@@ -239,8 +243,7 @@ class Queue(BluequeModel):
         return data
 
     def truncate(self) -> int:
-        """Delete every waiting task; how many (one script per thousand: tasks enqueued
-        meanwhile may be deleted too, or kept)."""
+        """Delete every waiting task, a thousand per script; how many."""
         return self._empty("truncate")
 
     def drop(self) -> int:

@@ -20,8 +20,8 @@ from ..connection import reaching
 from ..exceptions import InvalidTransition, ProtocolError, TaskNotFound
 from ..indexes import WireIndex, flatten, status_sources, temporary_key
 from ..keys import check_listener_id
-from ..options import eta_of
-from ..statuses import FINISHED, Status
+from ..options import DEFAULT_RETENTION, Retention, eta_of
+from ..statuses import Status
 from ..values import MAX_SECONDS, check_number, encode
 from .base import BluequeModel, ProtocolField, TaskIdField
 
@@ -128,6 +128,15 @@ class Task(BluequeModel):
     periodic = fields.InstanceHashField()  # the periodic task whose tick made it
     periodic_tick = fields.InstanceHashField()  # the moment of that tick
     expires_at = fields.InstanceHashField()  # a waiting task not started by then expires
+    # also in the hash, read through `Job` methods of the same names (no limpyd field):
+    # `progress` and `checkpoint` (JSON, see progress.py) and `cancel_requested` (when the
+    # cancel of the running task was asked)
+    stalled_at = fields.InstanceHashField()  # when it was found stalled (progress still)
+    # its own terms (over its queue's and its worker's)
+    stall_timeout = fields.InstanceHashField()
+    result_ttl = fields.InstanceHashField()
+    failure_ttl = fields.InstanceHashField()
+    error_ttl = fields.InstanceHashField()
 
     #: the Blueque fields (every Blueque client writes them)
     BLUEQUE_FIELDS = (*TaskData.BLUEQUE_FIELDS, "reclaimed_node")
@@ -135,7 +144,8 @@ class Task(BluequeModel):
     OWN_FIELDS = ("attempt", "ttr", "identifier", "priority", "cancel_on_error",
                   "max_attempts", "max_run_time", "pstart", "alive_until", "model",
                   "uncounted", "started_at", "periodic", "periodic_tick",
-                  "expires_at")
+                  "expires_at", "progress", "checkpoint", "cancel_requested", "stalled_at",
+                  "stall_timeout", "result_ttl", "failure_ttl", "error_ttl")
 
     @property
     def task_id(self) -> str:
@@ -154,6 +164,9 @@ class Task(BluequeModel):
     #: the reservation this instance was made from, when it came from one: the task as
     #: its holder sees it, with its lease terms (see `atomic.Reservation`)
     task: Reservation | None = None
+    #: how long the tasks this instance finishes are kept, unless the task or its queue
+    #: says otherwise (a worker sets its own)
+    retention: Retention = DEFAULT_RETENTION
 
     @property
     def known(self) -> Mapping[str, str]:
@@ -181,6 +194,11 @@ class Task(BluequeModel):
         """The task with this id; `TaskNotFound` if its hash does not exist."""
         with reaching(cls.client()):
             return cls(task_id)
+
+    def raw_field(self, name: str) -> str | None:
+        """One field of the task hash, whether or not the model declares it."""
+        with reaching(self.client()):
+            return cast("str | None", self.connection.hget(self.key, name))
 
     def data(self) -> TaskData:
         """Every field of the task, read at once and typed."""
@@ -239,6 +257,8 @@ class Task(BluequeModel):
 
     def _finish(self, status: Status, value: Any, listener_id: str | None, pid: int | None,
                 attempt: int | None) -> bool:
+        """The holder's finish step; a task whose cancel was asked is filed as canceled
+        (`settled` then says "canceled")."""
         what = "result" if status is Status.COMPLETE else "error"
         text = encode(value, what)
         queue = self._queue_name()
@@ -248,10 +268,10 @@ class Task(BluequeModel):
                 raise InvalidTransition(self.task_id, self.status.hget(), status,
                                         "no listener holds it")
         outcome = self.scripts().finish(queue, self.task_id, listener_id, status.value, text,
-                                        time.time(), pid, attempt)
+                                        time.time(), pid, attempt, self.retention)
         if outcome.missing:
             raise TaskNotFound(self.task_id)
-        return outcome.done
+        return self._settle(outcome.done, "canceled") if outcome.canceled else outcome.done
 
     def complete(self, result: Any = "", *, listener_id: str | None = None,
                  pid: int | None = None, attempt: int | None = None) -> bool:
@@ -278,10 +298,10 @@ class Task(BluequeModel):
         outcome = self.scripts().requeue(
             queue, self.task_id, listener_id, now, attempt=attempt, eta=eta,
             error=None if error is None else encode(error, "error"), front=front,
-            priority_delta=priority_delta, uncounted=uncounted)
+            priority_delta=priority_delta, uncounted=uncounted, retention=self.retention)
         if outcome.missing:
             raise TaskNotFound(self.task_id)
-        return outcome.done
+        return self._settle(outcome.done, "canceled") if outcome.canceled else outcome.done
 
     def _retry(self, queue: str, status: str, now: float, eta: float | None, front: bool,
                priority: int | None) -> bool:
@@ -293,7 +313,8 @@ class Task(BluequeModel):
         return outcome.done
 
     # -- what a holder may do with the task it runs (Tarantool's operations) ------------------
-    #: "released" or "buried" by its own code as it ran: its worker records no outcome
+    #: "released" or "buried" by its own code as it ran (its worker records no outcome),
+    #: or "canceled" when an outcome step filed it as canceled (its cancel was asked)
     settled: str | None = None
 
     def _holder(self, listener_id: str | None) -> str:
@@ -317,9 +338,10 @@ class Task(BluequeModel):
         may (`listener_id`, default its `node`; `attempt`, default the attempt this
         instance was reserved in): False when the caller no longer holds it."""
         now = time.time()
-        return self._settle(self._put_back(
-            self._queue_name(), self._holder(listener_id), self._attempt(attempt), now,
-            eta=eta_of(now, delay), front=True, uncounted=True), "released")
+        done = self._put_back(self._queue_name(), self._holder(listener_id),
+                              self._attempt(attempt), now, eta=eta_of(now, delay), front=True,
+                              uncounted=True)
+        return self._settle(done, self.settled or "released")
 
     def bury(self, why: Any = None, *, listener_id: str | None = None,
              attempt: int | None = None) -> bool:
@@ -328,10 +350,11 @@ class Task(BluequeModel):
         in its `error` field. Only its holder may: see `release`."""
         outcome = self.scripts().bury(
             self._queue_name(), self.task_id, self._holder(listener_id), time.time(),
-            attempt=self._attempt(attempt), why=None if why is None else encode(why, "error"))
+            attempt=self._attempt(attempt), why=None if why is None else encode(why, "error"),
+            retention=self.retention)
         if outcome.missing:
             raise TaskNotFound(self.task_id)
-        return self._settle(outcome.done, "buried")
+        return self._settle(outcome.done, "canceled" if outcome.canceled else "buried")
 
     def touch(self, seconds: float, *, listener_id: str | None = None,
               attempt: int | None = None) -> bool:
@@ -344,37 +367,6 @@ class Task(BluequeModel):
         if outcome.missing:
             raise TaskNotFound(self.task_id)
         return outcome.done
-
-    def cancel(self) -> bool:
-        """Cancel a waiting task: status `canceled`, out of every waiting structure, at once.
-
-        True when this call canceled it; False when it had finished already (complete,
-        failed or canceled). A task held by a listener raises `InvalidTransition`:
-        cancelling a running task is not supported yet.
-        """
-        queue = self._queue_name()
-        outcome = self.scripts().cancel(queue, self.task_id, time.time())
-        if outcome.done:
-            return True
-        if outcome.missing:
-            raise TaskNotFound(self.task_id)
-        if outcome.status in FINISHED:
-            return False
-        self._refuse(outcome, Status.CANCELED, "only a pending or scheduled task can be "
-                     "canceled; cancelling a running task is not supported")
-        return False
-
-    def delete(self, *, finished_only: bool = False) -> None:
-        """Delete the task, with its entries, in one step: a finished task (Blueque's
-        "Delete Finished Task"), and also a buried or waiting one unless `finished_only`.
-        A running task raises `InvalidTransition` (cancelling a running task is not
-        supported)."""
-        queue = self._queue_name()
-        outcome = self.scripts().delete(queue, self.task_id, finished_only=finished_only)
-        if not outcome.done:
-            self._refuse(outcome, "deleted",
-                         "only a complete, failed, canceled or expired task can be deleted"
-                         if finished_only else "a running task cannot be deleted")
 
     def hmset(self, **kwargs: Any) -> Any:
         protocol = {"status", "queue", "priority", "identifier"} & set(kwargs)

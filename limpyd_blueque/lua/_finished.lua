@@ -1,0 +1,39 @@
+-- Shared by the scripts that file a task as finished (complete, failed, canceled,
+-- expired); prepended to them when loaded.
+-- retention_ttl(task, settings, name, default): the task's own `result_ttl` or
+-- `failure_ttl` (`name`), else its queue's setting, else the caller's default; -1 keeps
+-- the task forever, and a value that is neither -1 nor a finite number at least 0 counts
+-- as unset.
+local function retention_ttl(task, settings, name, default)
+    local sources = {redis.call('HGET', task, name), default}
+    if settings then table.insert(sources, 2, redis.call('HGET', settings, name)) end
+    for _, text in ipairs(sources) do
+        local value = tonumber(text)
+        if value and (value == -1 or (value >= 0 and value < math.huge)) then return value end
+    end
+    return -1
+end
+
+-- retain(r, task, id, status, now): give a finished task its deletion time in the
+-- retention set `r.retention` (nothing for a task kept forever), and count it in the
+-- minute's throughput hash `r.throughput` (when given). `r.settings` is the queue's
+-- settings hash (or nil), `r.result_ttl` and `r.failure_ttl` the caller's defaults.
+local function retain(r, task, id, status, now)
+    local name, default = 'failure_ttl', r.failure_ttl
+    if status == 'complete' then name, default = 'result_ttl', r.result_ttl end
+    local ttl = retention_ttl(task, r.settings, name, default)
+    if ttl >= 0 then
+        redis.call('ZADD', r.retention, tonumber(now) + ttl, id)
+    else
+        redis.call('ZREM', r.retention, id)
+    end
+    if r.throughput then
+        redis.call('HINCRBY', r.throughput, status, 1)
+        redis.call('EXPIRE', r.throughput, 7200)
+    end
+end
+
+-- canceling(task): true when a cancel of the running task was asked
+local function canceling(task)
+    return redis.call('HEXISTS', task, 'cancel_requested') == 1
+end

@@ -1,0 +1,95 @@
+"""What a worker learns of its running tasks at each beat: a cancel asked, progress that
+moved, a task that stalled.
+
+The lease keeper's beat reads, for every task the worker runs, its `cancel_requested` and
+`progress` fields (one script for all, see `atomic.Upkeep.renew`) and hands them to
+`TaskWatch.seen`, in the keeper's thread. A cancel is posted to the worker's thread (which
+stops the task's process, see `execution.TaskRunner.apply`) and told to the job at once (a
+task run in the worker's own process stops at its next `set_progress`). A task whose
+progress stayed still for its stall timeout is flagged in Redis and handed to the worker's
+`job_stalled` hook, here, in the keeper's thread: the worker's own thread may be running
+that very task.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Callable
+
+from .progress import Progress
+from .running import Event, RunningTask, RunningTasks, TaskState
+
+if TYPE_CHECKING:
+    from .atomic import Scripts
+    from .hooks import WorkerHooks
+
+#: statuses in which a task is still held by an attempt
+HELD = ("reserved", "started")
+
+
+class TaskWatch:
+    """Applies what the beats learn about the running tasks of one worker."""
+
+    def __init__(self, tasks: RunningTasks, hooks: WorkerHooks,
+                 scripts: Callable[[], Scripts]) -> None:
+        self.tasks = tasks
+        self.hooks = hooks
+        self.scripts = scripts
+
+    def seen(self, watched: dict[str, tuple[str, str]], now: float | None = None) -> None:
+        """Apply a beat's reading of each task: `{task id: (cancel_requested, progress)}`."""
+        now = time.time() if now is None else now
+        for task in self.tasks.snapshot():
+            flags = watched.get(task.task_id)
+            if flags is None or task.state is not TaskState.RUNNING:
+                continue
+            try:
+                self.seen_one(task, *flags, now)
+            except Exception:  # noqa: BLE001 - one task's trouble never stops the beat
+                self.hooks.log(f"[{task.queue_name}|{task.task_id}] could not apply what the "
+                               "beat read of it", logging.ERROR, exc_info=True)
+
+    def seen_one(self, task: RunningTask, cancel: str, progress: str, now: float) -> None:
+        """A running task's cancel request, progress and stall."""
+        if cancel:
+            task.job.note_cancel_requested()
+            self.tasks.post(task, Event.CANCEL)
+            return
+        self.moved(task, Progress.from_text(progress))
+        self.check_stall(task, now)
+
+    @staticmethod
+    def moved(task: RunningTask, progress: Progress | None) -> None:
+        """Note when the task's progress last moved (in this attempt)."""
+        if progress is None or progress.attempt != task.attempt:
+            return
+        moved = progress.moved_at.timestamp()
+        if moved > task.moved_at:
+            task.moved_at = moved
+            if task.stalled_since is not None and moved > task.stalled_since:
+                task.stalled_since = None  # the report step cleared its flag in Redis
+
+    def stall_timeout(self, task: RunningTask) -> float | None:
+        """The task's own (or its queue's) stall timeout, else the worker's (None: off)."""
+        return task.reservation.stall_timeout or self.hooks.stall_timeout
+
+    def check_stall(self, task: RunningTask, now: float) -> None:
+        """Flag the task stalled when its progress stayed still for its stall timeout."""
+        timeout = self.stall_timeout(task)
+        if not timeout or task.stalled_since is not None or now - task.moved_at < timeout:
+            return
+        task.stalled_since = now
+        outcome = self.scripts().reports.stall(
+            task.queue_name, task.task_id, task.reservation.node or self.hooks.id,
+            task.attempt, now)
+        if outcome.done:
+            self.stalled(task)
+
+    def stalled(self, task: RunningTask) -> None:
+        """Call `job_stalled`; if the hook let the task go (released, failed, buried...),
+        its process is stopped as for a lost lease."""
+        self.hooks.job_stalled(task.job, task.queue)
+        data = task.job.data()
+        if data.status not in HELD or data.attempt != task.attempt:
+            self.tasks.post(task, Event.LEASE_LOST, data.status or "")
