@@ -22,6 +22,7 @@ setup(
         "setproctitle>=1.3",
         "psutil>=5.9",
         "hiredis>=2.0",
+        "rich>=13",  # the admin command's tables: well kept, pure Python, no colour off a tty
     ],
     extras_require={
         # a redis-server binary for the example and the tests, when none is installed

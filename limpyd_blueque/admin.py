@@ -1,20 +1,21 @@
-"""`blueque`: the administration command: cleaning, reindexing, periodic tasks."""
+"""`blueque`: the administration command. It wires the subcommands of
+`operator_commands` (stats, workers, tasks, inspect, errors, watch, requeue, cancel,
+purge, clean, reindex), of `queue_commands` (Tarantool's operations) and `periodic`."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any, Callable
 
-from . import queue_commands
-from .cleaning import deep_clean, light_clean, reindex
+from . import operator_commands, queue_commands
 from .config import (
     OneLineParser,
     add_redis_url_options,
     add_traceback_option,
     hide_secrets_from_ps,
-    number_option,
     redis_url,
     run_reporting,
 )
@@ -23,7 +24,6 @@ from .exceptions import InvalidName, ProtocolError
 from .keys import QUEUE_NAME_RE, check_queue_name
 from .models import Queue
 from .periodic import PeriodicTask, check_name, iso
-from .settings import SETTINGS
 from .values import printable
 
 
@@ -35,15 +35,9 @@ def make_parser() -> argparse.ArgumentParser:
     add_traceback_option(parser)
     parser.add_argument("--version", action="version", version=f"limpyd-blueque {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    clean = commands.add_parser("clean", help="take back tasks whose holder is gone")
-    clean.add_argument("--deep", action="store_true",
-                       help="also check every task hash against every list and set (slow)")
-    max_attempts = next(setting for setting in SETTINGS if setting.name == "max_attempts")
-    clean.add_argument("--max-attempts", type=number_option(max_attempts), default=None,
-                       help="fail, rather than put back, tasks that used this many attempts")
-    commands.add_parser("reindex", help="index the tasks written by other Blueque clients")
     add_periodic_parser(commands)
     queue_commands.add_parsers(commands, checked)
+    operator_commands.add_parsers(commands, checked)  # after: it adds --json to `delete`
     return parser
 
 
@@ -72,29 +66,6 @@ def checked(check: Callable[[str], str]) -> Callable[[str], str]:
     return convert
 
 
-def print_lines(lines: Sequence[str]) -> None:
-    """Print a report, each line escaped: it names keys and ids read from Redis."""
-    for line in lines:
-        print(printable(line))
-
-
-def reindex_command(options: argparse.Namespace) -> int:
-    print_lines(reindex(Queue).lines())
-    return 0
-
-
-def clean(options: argparse.Namespace) -> int:
-    if options.deep:
-        report = deep_clean(Queue, max_attempts=options.max_attempts)
-        print_lines(report.lines())
-    recovered = light_clean(Queue, max_attempts=options.max_attempts)
-    taken = {task_id: outcome for task_id, outcome in recovered.items() if outcome != "skipped"}
-    print(f"expired leases taken back: {len(taken)}")
-    for task_id, outcome in sorted(taken.items()):
-        print(f"  {printable(task_id)}: {outcome}")
-    return 0
-
-
 def periodic_command(options: argparse.Namespace) -> int:
     """`list`: one line per periodic task (exit code 1 if a queue's keys are broken, the
     others listed all the same); `remove`: exit code 1 when there is no such task."""
@@ -116,7 +87,8 @@ def periodic_command(options: argparse.Namespace) -> int:
             print(f"blueque: error: queue {printable(name)}: {printable(error)}", file=sys.stderr)
             failed = 1
             continue
-        print_lines([periodic_line(task) for task in tasks])
+        for task in tasks:
+            print(printable(periodic_line(task)))
     return failed
 
 
@@ -135,11 +107,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def run() -> int:
         use_redis(redis_url(options))
-        commands = {"clean": clean, "reindex": reindex_command, "periodic": periodic_command,
-                    **queue_commands.HANDLERS}
+        commands = {"periodic": periodic_command, **queue_commands.HANDLERS,
+                    **operator_commands.HANDLERS}
         return commands[options.command](options)
 
-    return run_reporting("blueque", run, show_traceback=options.traceback)
+    try:
+        return run_reporting("blueque", run, show_traceback=options.traceback)
+    except KeyboardInterrupt:  # Ctrl-C at a prompt, or during a long purge
+        print("blueque: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # the reader went away (`blueque tasks | head`): say nothing
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

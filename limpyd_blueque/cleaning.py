@@ -21,9 +21,11 @@ from typing import cast
 from redis.exceptions import ResponseError
 
 from .exceptions import ProtocolError
+from .keys import QUEUE_NAME_RE
 from .liveness import listener_is_dead, server_time, worker_records
 from .models import Job, Queue
 from .options import DEFAULT_RETENTION, Retention
+from .retention import index_finished
 from .statuses import ALL, RUNNING, VALUES, Status
 
 #: how many expired leases one light clean takes back per queue
@@ -66,6 +68,7 @@ class CleanReport:
     unknown_status: list[tuple[str, str | None]] = field(default_factory=list)  # (id, status)
     listeners_removed: list[tuple[str, str]] = field(default_factory=list)  # (queue, listener)
     broken: list[tuple[str, str]] = field(default_factory=list)  # (key, problem): left alone
+    retained: int = 0  # finished tasks given their retention entry (`blueque reindex`)
 
     def lines(self) -> list[str]:
         """The report as text: one line per kind of fix, then each unknown status."""
@@ -77,6 +80,7 @@ class CleanReport:
             f"listeners removed: {len(self.listeners_removed)}",
             f"tasks with an unknown status (left alone): {len(self.unknown_status)}",
             f"keys holding another type, or steps refused (left alone): {len(self.broken)}",
+            f"finished tasks given their retention: {self.retained}",
         ] + [f"  unknown status {status!a}: task {task_id!a}"
              for task_id, status in self.unknown_status] + [
             f"  {key!a}: {problem}" for key, problem in self.broken]
@@ -247,7 +251,9 @@ def reindex(queue_model: type[Queue] = Queue) -> CleanReport:
     tasks are listed. Every reserved or started task without a lease entry gets an open
     one (`+inf`, never taken back: its holder does not renew leases), and every task
     missing from the list or set of its status is filed there again. Nothing is taken
-    back and no listener is removed: that is `deep_clean`'s work.
+    back and no listener is removed: that is `deep_clean`'s work. Finished tasks with no
+    retention entry (other clients write none) get one, with the default retentions
+    (`retention.index_finished`).
     """
     report, now = CleanReport(), time.time()
     for task_id, task in _scan_tasks(queue_model.job_model).items():
@@ -255,6 +261,8 @@ def reindex(queue_model: type[Queue] = Queue) -> CleanReport:
             report.unknown_status.append((task_id, task["status"]))
         else:
             _file_again(queue_model, task_id, task, report, now)
+    names = [name for name in queue_model.job_model.queue_names() if QUEUE_NAME_RE.match(name)]
+    report.retained = index_finished(queue_model, names, now)
     return report
 
 

@@ -295,12 +295,6 @@ class KeySpace:
         process start mark, host and queues (read to take back a dead worker's tasks)."""
         return self._own("workers", "info")
 
-    @property
-    def error_expiry(self) -> str:
-        """Sorted set of the stored errors' pks, scored by when each is deleted (its
-        `error_ttl`); an error kept forever has no entry."""
-        return self._own("errors", "expiry")
-
     def machine_workers(self, machine: str) -> str:
         """Set of the worker listener ids running on one machine (see `liveness.MACHINE_ID`)."""
         return self._own("workers", "machine", machine)

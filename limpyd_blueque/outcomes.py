@@ -12,6 +12,7 @@ from redis.exceptions import ResponseError
 
 from .exceptions import RedisUnavailable
 from .options import DEFAULT_ERROR_TTL
+from .retention import error_ttl_for
 from .values import encode
 
 if TYPE_CHECKING:
@@ -103,8 +104,6 @@ class OutcomeRecorder:
                     exception: BaseException, trace: str | None, **fields: Any) -> None:
         """Store an `Error`, kept for the task's, else its queue's, else this worker's
         `error_ttl`."""
-        from .retention import error_ttl_for
-
         try:
             settings: dict[str, float] = queue.settings()
         except (ValueError, ResponseError):  # settings another client broke: unset

@@ -6,7 +6,7 @@ retention sorted set (`KeySpace.retention`), scored by when it is to be deleted:
 task's own field, else its queue's setting, else the worker's; `-1` keeps it forever (no
 entry). The finishing scripts write these entries; `index_finished` writes them for the
 tasks other Blueque clients finished (they never do). A stored `Error` is given its entry
-in `KeySpace.error_expiry` when it is stored with an `error_ttl` (`Error.add_errors`).
+in the model's `Error.expiry_key` when it is stored with an `error_ttl` (`Error.add_errors`).
 
 The workers' periodic cleaning calls `clean_finished` and `clean_errors`: each reads only
 the entries due, at most `limit` per queue per call, so a clean never scans everything,
@@ -181,7 +181,7 @@ def clean_errors(error_model: type[Error], now: float, limit: int = CLEAN_CHUNK)
     another type: nothing is deleted (logged). `limit`: as for `clean_finished`."""
     check_number("limit", limit, integer=True, minimum=1, maximum=MAX_COUNT)
     try:
-        pks = error_model.client().zrangebyscore(error_model.keys().error_expiry, "-inf", now,
+        pks = error_model.client().zrangebyscore(error_model.expiry_key(), "-inf", now,
                                                  start=0, num=limit)
     except ResponseError as error:
         logger.warning("errors not cleaned: %s", error)

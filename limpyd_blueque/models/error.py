@@ -87,7 +87,7 @@ class Error(BluequeModel):
         """Store many error records (field values), indexed; return their pks.
 
         `ttls`, one per record (seconds, `-1` or None: kept forever), give each record its
-        deletion time, its `timestamp` plus its ttl, in `KeySpace.error_expiry` (see
+        deletion time, its `timestamp` plus its ttl, in `expiry_key()` (see
         `retention.clean_errors`). Raises `ConfigurationError` for an unknown field or a
         bad ttl, before anything is written.
 
@@ -116,7 +116,7 @@ class Error(BluequeModel):
                     for name, value in values.items():
                         compat.index_value(cls.get_class_field(name), pk, value)
                     if deadline is not None:
-                        pipe.zadd(cls.keys().error_expiry, {pk: deadline})
+                        pipe.zadd(cls.expiry_key(), {pk: deadline})
                 pipe.execute()
         return pks
 
@@ -162,7 +162,7 @@ class Error(BluequeModel):
             collection = cls.get_field("pk").collection_key
             with cls.database.pipeline(transaction=True) as pipe:
                 for pk, values in zip(pks, found):
-                    pipe.zrem(cls.keys().error_expiry, pk)
+                    pipe.zrem(cls.expiry_key(), pk)
                     pipe.srem(collection, pk)
                     if isinstance(values, dict):
                         pipe.delete(compat.model_key(cls, pk, "hash"))
@@ -189,6 +189,13 @@ class Error(BluequeModel):
                 with suppress(ValueError):
                     index.remove(pk, value)
                 index._reset_rollback_cache(pk)
+
+    @classmethod
+    def expiry_key(cls) -> str:
+        """Sorted set of this model's pks, scored by when each is deleted (its
+        `error_ttl`): `<prefix>:<model>:expiry`, among the model's own keys (each `Error`
+        model numbers its pks from 1)."""
+        return compat.model_key(cls, "expiry")
 
     @classmethod
     def collection_for_job(cls, job: Job | str) -> Any:

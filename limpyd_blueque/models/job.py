@@ -93,9 +93,9 @@ class Job(Task):
         A task held by a listener is put back by its holder: `listener_id` (default: its
         `node`) and, when given, `attempt`; `error`, when given, is stored; with
         `uncounted` this attempt does not count toward its maximum. Returns False when
-        the caller no longer holds it (see `complete`). A failed or canceled task goes
-        back in line with its attempts no longer counted (False if its status changed
-        meanwhile). Any other status raises `InvalidTransition`; a task stays in its
+        the caller no longer holds it (see `complete`). A failed, canceled, expired or
+        buried task goes back in line with its attempts no longer counted (False if its
+        status changed meanwhile). Any other status raises `InvalidTransition`; a task stays in its
         queue (`queue_name`, a redis-limpyd-jobs argument, may only name it).
         """
         queue = self._queue_name()
@@ -108,11 +108,11 @@ class Job(Task):
             priority = check_priority(priority)
         if listener_id is None and attempt is None:
             status = self.status.hget()
-            if status in (Status.FAILED, Status.CANCELED):
+            if status in (Status.FAILED, Status.CANCELED, Status.EXPIRED, Status.BURIED):
                 return self._retry(queue, str(status), now, eta, front, priority)
             if status not in (Status.RESERVED, Status.STARTED):
-                raise InvalidTransition(self.task_id, status, Status.PENDING,
-                                        "only a held, failed or canceled task is requeued")
+                raise InvalidTransition(self.task_id, status, Status.PENDING, "only a held, "
+                                        "failed, canceled, expired or buried task is requeued")
         if priority is not None:
             priority_delta = priority - priority_of(self.priority.hget())
         return self._put_back(queue, listener_id, attempt, now, eta=eta, error=error,

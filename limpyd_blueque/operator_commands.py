@@ -1,0 +1,435 @@
+"""The operator's `blueque` subcommands: see (stats, workers, tasks, inspect, errors,
+watch) and act (requeue, cancel, delete, purge, clean, reindex).
+
+Each prints a table (`tables`) or, with `--json`, one JSON document whose shape is
+documented in docs/admin.rst. What they read comes from `overview`; a mistake raises an
+error of the library's tree, which `config.run_reporting` prints in one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+from rich.live import Live
+
+from . import queue_commands, tables
+from .cleaning import CleanReport, deep_clean, light_clean, reindex
+from .config import number_option
+from .exceptions import ConfigurationError, InvalidTransition, LimpydBluequeError, TaskNotFound
+from .inspection import Bound, ErrorQuery, inspect_task, parse_bound, stored_errors
+from .keys import check_queue_name
+from .models import Job, Queue
+from .overview import (
+    MAX_LIMIT,
+    live_workers,
+    pipelined,
+    queue_names,
+    queue_overviews,
+    running_rows,
+    task_fields,
+    task_rows,
+)
+from .settings import SETTINGS
+from .statuses import RUNNING, Status
+from .values import check_task_id, printable
+
+Handler = Callable[[argparse.Namespace], int]
+Checked = Callable[[Callable[[str], str]], Callable[[str], str]]
+#: the statuses `purge` deletes (a running task is canceled, not purged)
+PURGEABLE = tuple(status.value for status in Status if status not in RUNNING)
+#: how many entries `purge` and `requeue --failed` read at a time
+CHUNK = 500
+
+
+# -- parsers -------------------------------------------------------------------------------------
+def limit_option(text: str) -> int:
+    """The argparse `type=` of `--limit`: a whole number from 1 to `MAX_LIMIT`."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 0 < value <= MAX_LIMIT:
+        raise argparse.ArgumentTypeError(f"{text!r} must be from 1 to {MAX_LIMIT}")
+    return value
+
+
+def date_option(text: str) -> Bound:
+    """The argparse `type=` of `--since` and `--until` (see `inspection.parse_bound`)."""
+    try:
+        return parse_bound(text)
+    except ConfigurationError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def add_parsers(commands: Any, checked: Checked) -> None:
+    """Add the subcommands to `commands` (argparse subparsers), and `--json` to `delete`
+    (made by `queue_commands`); `checked` turns a name check into an argparse type."""
+    queue_name, task_id = checked(check_queue_name), checked(check_task_id)
+
+    def add(name: str, help_text: str) -> argparse.ArgumentParser:
+        parser: argparse.ArgumentParser = commands.add_parser(name, help=help_text)
+        parser.add_argument("--json", action="store_true", help="print one JSON document "
+                            "(its shape: docs/admin.rst)")
+        return parser
+
+    add("stats", "per queue: tasks by status, listeners, oldest waiting task, tasks "
+        "finished lately").add_argument("queues", nargs="*", type=queue_name, metavar="QUEUE",
+                                        help="default: every queue")
+    add("workers", "the live workers, with their running tasks")
+    tasks = add("tasks", "list tasks, read from the structures that file them")
+    tasks.add_argument("--queue", type=queue_name, help="default: every queue")
+    tasks.add_argument("--status", choices=[status.value for status in Status])
+    tasks.add_argument("--limit", type=limit_option, default=50, help="at most (default 50)")
+    add("inspect", "everything about one task").add_argument("task", type=task_id, metavar="ID")
+    add_errors_parser(add("errors", "the stored errors, newest first"), queue_name, task_id)
+    add_action_parsers(add, queue_name, task_id)
+    commands.choices["delete"].add_argument("--json", action="store_true",
+                                            help="one JSON document; every id is tried")
+    watch = add("watch", "a live view of the queues and running tasks (Ctrl-C ends it)")
+    watch.add_argument("queues", nargs="*", type=queue_name, metavar="QUEUE",
+                       help="default: every queue")
+    watch.add_argument("--iterations", type=limit_option, help="stop after this many refreshes")
+    watch.add_argument("--limit", type=limit_option, default=20,
+                       help="running tasks shown, at most (default 20)")
+    clean = add("clean", "take back tasks whose holder is gone")
+    clean.add_argument("--deep", action="store_true",
+                       help="also check every task hash against every list and set (slow)")
+    max_attempts = next(setting for setting in SETTINGS if setting.name == "max_attempts")
+    clean.add_argument("--max-attempts", type=number_option(max_attempts), default=None,
+                       help="fail, rather than put back, tasks that used this many attempts")
+    add("reindex", "index the tasks written by other Blueque clients")
+
+
+def add_errors_parser(errors: argparse.ArgumentParser, queue_name: Callable[[str], str],
+                      task_id: Callable[[str], str]) -> None:
+    """The filters of `errors`, each through an index of the `Error` model."""
+    errors.add_argument("--queue", type=queue_name)
+    errors.add_argument("--type", help="the exception's class name, e.g. ValueError")
+    errors.add_argument("--code", help="the exception's code attribute")
+    errors.add_argument("--since", type=date_option, metavar="DATE",
+                        help="YYYY-MM-DD or an ISO 8601 date and time (UTC unless it says)")
+    errors.add_argument("--until", type=date_option, metavar="DATE", help="as --since")
+    errors.add_argument("--job", type=task_id, metavar="ID", help="one task's errors")
+    errors.add_argument("--limit", type=limit_option, default=50, help="at most (default 50)")
+
+
+def add_action_parsers(add: Callable[[str, str], argparse.ArgumentParser],
+                       queue_name: Callable[[str], str], task_id: Callable[[str], str]) -> None:
+    """`requeue`, `cancel` and `purge`."""
+    requeue = add("requeue", "put failed (or canceled) tasks back in line")
+    requeue.add_argument("tasks", nargs="*", type=task_id, metavar="ID")
+    requeue.add_argument("--failed", action="store_true", help="every failed task of --queue")
+    requeue.add_argument("--queue", type=queue_name)
+    add("cancel", "cancel tasks: a waiting one at once, a running one by its worker"
+        ).add_argument("tasks", nargs="+", type=task_id, metavar="ID")
+    purge = add("purge", "delete every task of one status in a queue (not running ones)")
+    purge.add_argument("--queue", type=queue_name, required=True)
+    purge.add_argument("--status", choices=PURGEABLE, required=True)
+    purge.add_argument("--yes", action="store_true", help="do not ask to confirm")
+
+
+# -- output --------------------------------------------------------------------------------------
+def emit(options: argparse.Namespace, document: dict[str, Any],
+         *renderables: Any) -> None:
+    """Print `document` as JSON with `--json`, else the tables."""
+    if options.json:
+        print(json.dumps(document))
+        return
+    tables.show(tables.make_console(), renderables)
+
+
+
+
+
+# -- seeing --------------------------------------------------------------------------------------
+def stats_command(options: argparse.Namespace) -> int:
+    overview = queue_overviews(options.queues or None)
+    emit(options, overview.as_dict(), *tables.stats_tables(overview, tables.make_console()),
+         *tables.notes(overview.skipped))
+    return 0
+
+
+def workers_command(options: argparse.Namespace) -> int:
+    workers = live_workers()
+    emit(options, workers.as_dict(), tables.workers_table(workers),
+         *tables.notes(workers.skipped))
+    return 0
+
+
+def tasks_command(options: argparse.Namespace) -> int:
+    rows = task_rows([options.queue] if options.queue else None, options.status,
+                     options.limit)
+    emit(options, rows.as_dict(), tables.tasks_table(rows), *tables.notes(rows.skipped))
+    return 0
+
+
+def inspect_command(options: argparse.Namespace) -> int:
+    record = inspect_task(options.task)
+    emit(options, record.as_dict(), *tables.record_tables(record))
+    return 0
+
+
+def errors_command(options: argparse.Namespace) -> int:
+    query = ErrorQuery(queue=options.queue, type=options.type, code=options.code,
+                       job=options.job, since=options.since, until=options.until,
+                       limit=options.limit)
+    rows = stored_errors(query)
+    emit(options, {"errors": [row.as_dict() for row in rows]}, tables.errors_table(rows))
+    return 0
+
+
+def watch_command(options: argparse.Namespace) -> int:
+    """Refresh every second until `--iterations` or Ctrl-C (exit code 0 either way). On a
+    terminal the view is redrawn in place; elsewhere each refresh is printed after the
+    last (with `--json`: one JSON document per line)."""
+    console = tables.make_console()
+    live = None if options.json or not console.is_terminal else Live(
+        console=console, auto_refresh=False)
+    shown = 0
+    try:
+        if live is not None:
+            live.start()
+        while True:
+            names = options.queues or queue_names()
+            overview, running = queue_overviews(names), running_rows(names, options.limit)
+            if options.json:
+                print(json.dumps({**overview.as_dict(), "running": running.as_dict()["tasks"],
+                                  "skipped": [item.as_dict() for item in
+                                              (*overview.skipped, *running.skipped)]}),
+                      flush=True)
+            elif live is not None:
+                live.update(tables.watch_frame(overview, running, console), refresh=True)
+            else:
+                tables.show(console, [tables.watch_frame(overview, running, console)])
+            shown += 1
+            if options.iterations and shown >= options.iterations:
+                return 0
+            time.sleep(1.0)
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        if live is not None:
+            live.stop()
+
+
+# -- acting on tasks -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Outcome:
+    """What an action did to one task: `outcome` is a word of docs/admin.rst."""
+
+    id: str
+    outcome: str
+    detail: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "outcome": self.outcome, "detail": self.detail}
+
+
+def acting(task_id: str, action: Callable[[Job], Outcome]) -> Outcome:
+    """`action` on the task `task_id`; an unknown id or a refused step is its outcome."""
+    try:
+        return action(Job.load(task_id))
+    except TaskNotFound:
+        return Outcome(task_id, "not_found", f"no task with id {task_id!r}")
+    except InvalidTransition as error:
+        return Outcome(task_id, "refused", str(error))
+
+
+def requeue_one(job: Job) -> Outcome:
+    """A failed, canceled, expired or buried task back in line (`Job.requeue` decides which
+    it can); a running task is refused: its worker holds it (cancel it instead)."""
+    status = job.status.hget()
+    if status in RUNNING:
+        return Outcome(job.task_id, "refused", f"it is {status}: its worker holds it (cancel "
+                       "it, or wait for it to finish)")
+    if job.requeue():
+        return Outcome(job.task_id, "requeued")
+    return Outcome(job.task_id, "unchanged", f"its status changed meanwhile (was {status})")
+
+
+def cancel_one(job: Job) -> Outcome:
+    """`Job.cancel`: a waiting task is canceled at once; for a running one, its worker is
+    asked to stop it; a finished one is left alone."""
+    if not job.cancel():
+        return Outcome(job.task_id, "already_finished", f"it is {job.status.hget()}")
+    status = job.status.hget()
+    if status == Status.CANCELED:
+        return Outcome(job.task_id, "canceled")
+    return Outcome(job.task_id, "cancel_requested", f"it is {status}: its worker stops it")
+
+
+def delete_one(job: Job) -> Outcome:
+    job.delete()
+    return Outcome(job.task_id, "deleted")
+
+
+def report_outcomes(options: argparse.Namespace, verb: str, outcomes: Sequence[Outcome],
+                    fine: Sequence[str]) -> int:
+    """Print the outcomes; an error (one line, exit code 1) when any is not in `fine`."""
+    results = [outcome.as_dict() for outcome in outcomes]
+    done = sum(1 for outcome in outcomes if outcome.outcome == verb)
+    emit(options, {verb: done, "results": results}, tables.outcomes_table(verb, results))
+    problems = [outcome for outcome in outcomes if outcome.outcome not in fine]
+    if len(problems) == 1 and len(outcomes) == 1:
+        raise LimpydBluequeError(f"task {problems[0].id!r} not {verb}: {problems[0].detail}")
+    if problems:
+        raise LimpydBluequeError(f"{len(problems)} of {len(outcomes)} tasks not {verb}; the "
+                                 f"first, {problems[0].id!r}: {problems[0].detail}")
+    return 0
+
+
+def requeue_command(options: argparse.Namespace) -> int:
+    if options.failed == bool(options.tasks) or options.failed != bool(options.queue):
+        raise ConfigurationError("requeue takes task ids, or --failed --queue QUEUE")
+    if not options.failed:
+        outcomes = [acting(task_id, requeue_one) for task_id in options.tasks]
+        return report_outcomes(options, "requeued", outcomes, ("requeued",))
+    requeued, left = requeue_failed(options.queue)
+    results = [outcome.as_dict() for outcome in left]
+    emit(options, {"requeued": requeued, "results": results},
+         tables.cell(f"requeued {requeued} failed task(s) of queue {options.queue}"),
+         *([tables.outcomes_table("not requeued", results)] if left else []))
+    if left:
+        raise LimpydBluequeError(f"{len(left)} failed task(s) of queue {options.queue!r} not "
+                                 f"requeued; the first, {left[0].id!r}: {left[0].detail}")
+    return 0
+
+
+def requeue_failed(queue: str) -> tuple[int, list[Outcome]]:
+    """Every failed task of `queue` back in line, oldest failure first, read `CHUNK` ids at
+    a time from the end of the failed list; at most as many as the list held at the
+    start (tasks failing meanwhile wait for another run). How many were requeued, and
+    the outcome of each task that was not."""
+    client, key = Job.client(), Job.keys().failed(queue)
+    remaining = int(pipelined(client, lambda pipe: pipe.llen(key))[0] or 0)
+    requeued, left = 0, list[Outcome]()
+    while remaining > 0:
+        ids = cast("list[str]", client.lrange(key, -(len(left) + min(CHUNK, remaining)),
+                                              -(len(left) + 1)))
+        if not ids:
+            break
+        for task_id in reversed(ids):
+            outcome = acting(task_id, requeue_one)
+            if outcome.outcome == "requeued":
+                requeued += 1
+            else:
+                left.append(outcome)
+        remaining -= len(ids)
+    return requeued, left
+
+
+def cancel_command(options: argparse.Namespace) -> int:
+    outcomes = [acting(task_id, cancel_one) for task_id in options.tasks]
+    return report_outcomes(options, "canceled", outcomes,
+                           ("canceled", "cancel_requested", "already_finished"))
+
+
+def delete_command(options: argparse.Namespace) -> int:
+    """Without `--json`, as it always was (`queue_commands.delete_command`: one line per
+    task, stopping at the first that cannot be deleted); with it, every id is tried."""
+    if not options.json:
+        return queue_commands.delete_command(options)
+    outcomes = [acting(task_id, delete_one) for task_id in options.tasks]
+    return report_outcomes(options, "deleted", outcomes, ("deleted",))
+
+
+def purge_command(options: argparse.Namespace) -> int:
+    what = f"delete every {options.status} task of queue {options.queue}"
+    if not queue_commands.confirmed(options, what):
+        print("nothing deleted")
+        return 1
+    deleted, passed = purge(options.queue, Status(options.status))
+    emit(options, {"queue": options.queue, "status": options.status, "deleted": deleted,
+                   "passed_over": passed},
+         tables.cell(f"deleted {deleted} {options.status} task(s) of queue {options.queue}"
+                     + (f"; {passed} entries passed over (their task has another status, or "
+                        "none)" if passed else "")))
+    return 0
+
+
+def purge(queue: str, status: Status) -> tuple[int, int]:
+    """Delete every task of `status` in `queue`, read `CHUNK` ids at a time from the
+    structures that file them (at most as many as they held at the start): each is
+    checked to have that status and queue still, then deleted. How many were deleted,
+    and how many entries were passed over (another status by now, or no task)."""
+    deleted = passed = 0
+    for key, kind in Job.keys().structures_of(queue, status):
+        done, left = _purge_structure(queue, status, key, kind)
+        deleted, passed = deleted + done, passed + left
+    return deleted, passed
+
+
+def _purge_structure(queue: str, status: Status, key: str, kind: str) -> tuple[int, int]:
+    client, keys = Job.client(), Job.keys()
+    size = pipelined(client, lambda pipe: pipe.llen(key) if kind == "list" else pipe.zcard(key))
+    remaining = size[0] if isinstance(size[0], int) else 0  # another type: nothing to purge
+    deleted = passed = 0
+    while remaining > 0:
+        chunk = min(CHUNK, remaining)
+        ids = cast("list[str]", client.lrange(key, -(passed + chunk), -(passed + 1))
+                   if kind == "list" else client.zrange(key, passed, passed + chunk - 1))
+        if not ids:
+            break
+        for task_id, values in zip(ids, task_fields(client, keys, ids, ("status", "queue"))):
+            outcome = (acting(task_id, delete_one) if values == [status.value, queue]
+                       else Outcome(task_id, "passed"))
+            deleted, passed = ((deleted + 1, passed) if outcome.outcome == "deleted"
+                               else (deleted, passed + 1))
+        remaining -= len(ids)
+    return deleted, passed
+
+
+# -- cleaning ------------------------------------------------------------------------------------
+def report_dict(report: CleanReport) -> dict[str, Any]:
+    """A cleaning report in its JSON shape (docs/admin.rst)."""
+    return {
+        "relisted": [{"id": task_id, "key": key} for task_id, key in report.relisted],
+        "indexed": list(report.indexed),
+        "recovered": dict(report.recovered),
+        "dropped": [{"key": key, "member": member} for key, member in report.dropped],
+        "unknown_status": [{"id": task_id, "status": status}
+                           for task_id, status in report.unknown_status],
+        "listeners_removed": [{"queue": queue, "listener": listener}
+                              for queue, listener in report.listeners_removed],
+        "broken": [{"key": key, "problem": problem} for key, problem in report.broken],
+        "retained": report.retained,
+    }
+
+
+def clean_command(options: argparse.Namespace) -> int:
+    report = deep_clean(Queue, max_attempts=options.max_attempts) if options.deep else None
+    recovered = light_clean(Queue, max_attempts=options.max_attempts)
+    taken = {task_id: outcome for task_id, outcome in recovered.items() if outcome != "skipped"}
+    if options.json:
+        print(json.dumps({"taken_back": taken,
+                          "deep": None if report is None else report_dict(report)}))
+        return 0
+    lines = [*(report.lines() if report is not None else []),
+             f"expired leases taken back: {len(taken)}",
+             *(f"  {task_id}: {outcome}" for task_id, outcome in sorted(taken.items()))]
+    for line in lines:
+        print(printable(line))
+    return 0
+
+
+def reindex_command(options: argparse.Namespace) -> int:
+    report = reindex(Queue)
+    if options.json:
+        print(json.dumps(report_dict(report)))
+    else:
+        for line in report.lines():
+            print(printable(line))
+    return 0
+
+
+HANDLERS: dict[str, Handler] = {
+    "stats": stats_command, "workers": workers_command, "tasks": tasks_command,
+    "inspect": inspect_command, "errors": errors_command, "watch": watch_command,
+    "requeue": requeue_command, "cancel": cancel_command, "delete": delete_command,
+    "purge": purge_command, "clean": clean_command, "reindex": reindex_command,
+}
