@@ -174,25 +174,30 @@ def tasks_table(rows: TaskRows, title: str = "tasks") -> Table:
     for row in rows.tasks:
         result.add_row(cell(row.id), cell(_status(row.status, row.stalled, row.cancel_requested)),
                        cell(row.queue), cell(duration(row.age)), cell(row.attempt),
-                       cell(progress_text(row.progress)))
+                       cell(progress_text(row.progress, row.status in RUNNING)))
     return none_if_empty(result)
+
+
+#: the statuses of a task that runs (its progress moves, it may stall or be asked to stop)
+RUNNING = ("reserved", "started")
 
 
 def _status(status: str | None, stalled: bool, cancel_requested: bool) -> str | None:
     marks = [mark for mark, on in (("stalled", stalled), ("cancel requested", cancel_requested))
              if on]
-    return f"{status} ({', '.join(marks)})" if marks and status else status
+    return f"{status} ({', '.join(marks)})" if marks and status in RUNNING else status
 
 
-def progress_text(progress: dict[str, Any] | None) -> str | None:
-    """`42% 420/1000 message` (or `420 message` without a total); None without progress."""
+def progress_text(progress: dict[str, Any] | None, running: bool = True) -> str | None:
+    """`42% 420/1000 3m left message` (or `420 message` without a total; the time left
+    only for a task that runs); None without progress."""
     if not progress:
         return None
     fraction, done, total = progress.get("fraction"), progress.get("done"), progress.get("total")
     parts = [f"{fraction * 100:.0f}%"] if isinstance(fraction, (int, float)) else []
     parts.append(f"{done:g}/{total:g}" if isinstance(total, (int, float)) else f"{done:g}"
                  if isinstance(done, (int, float)) else "?")
-    if isinstance(progress.get("time_left"), (int, float)):
+    if running and isinstance(progress.get("time_left"), (int, float)):
         parts.append(f"{duration(progress['time_left'])} left")
     if progress.get("message"):
         parts.append(str(progress["message"]))
@@ -237,7 +242,8 @@ def record_tables(record: TaskRecord) -> list[RenderableType]:
     summary.add_row(cell("attempts"), cell(f"{attempts['attempt']} (uncounted "
                                            f"{attempts['uncounted']}, max "
                                            f"{attempts['max_attempts'] or 'default'})"))
-    summary.add_row(cell("progress"), cell(progress_text(record.progress)))
+    summary.add_row(cell("progress"), cell(progress_text(
+        record.progress, record.fields.get("status") in RUNNING)))
     checkpoint = record.checkpoint
     summary.add_row(cell("checkpoint"), cell(None if checkpoint is None else (
         f"{checkpoint['size']} bytes, attempt {checkpoint['attempt']}, at {checkpoint['at']}")))
