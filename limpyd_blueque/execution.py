@@ -350,6 +350,9 @@ class ForkedRunner(TaskRunner):
             deadline = time.monotonic() + worker.terminate_timeout
         while len(self.tasks):
             if worker.end_signal_caught and worker.on_terminate == "detach":
+                for task in self.tasks.snapshot():  # a canceled task is not left to run on:
+                    if task.state is TaskState.CANCELING:  # the next holder files it canceled
+                        signal_group(task.pid, signal.SIGKILL)
                 worker.log(f"leaving {len(self.tasks)} task(s) running for the next worker of "
                            "this host")
                 return True

@@ -92,6 +92,13 @@ class ErrorQuery:
     until: Bound | None = None
     limit: int = 50
 
+    def __post_init__(self) -> None:
+        if self.since is not None and self.until is not None and (
+                (self.since.day, self.since.moment or 0.0)
+                > (self.until.day, self.until.moment or float("inf"))):
+            raise ConfigurationError(f"--since ({self.since.day}) is after --until "
+                                     f"({self.until.day}): no error can match")
+
     def filters(self) -> dict[str, Any]:
         """The `Error.collection` filters, through the fields' indexes."""
         named = {"queue_name": self.queue, "type": self.type, "code": self.code,

@@ -121,7 +121,7 @@ def add_errors_parser(errors: argparse.ArgumentParser, queue_name: Callable[[str
 def add_action_parsers(add: Callable[[str, str], argparse.ArgumentParser],
                        queue_name: Callable[[str], str], task_id: Callable[[str], str]) -> None:
     """`requeue`, `cancel` and `purge`."""
-    requeue = add("requeue", "put failed (or canceled) tasks back in line")
+    requeue = add("requeue", "put failed, canceled, expired or buried tasks back in line")
     requeue.add_argument("tasks", nargs="*", type=task_id, metavar="ID")
     requeue.add_argument("--failed", action="store_true", help="every failed task of --queue")
     requeue.add_argument("--queue", type=queue_name)

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Callable
 
-from .exceptions import Canceled, InvalidParameters
-from .values import check_number
+from .exceptions import Canceled, ConfigurationError, InvalidParameters
+from .values import MAX_SECONDS, MAX_TIMESTAMP, check_number
 
 if TYPE_CHECKING:
     #: what a reporter writes through: (progress JSON or None, checkpoint JSON or None) ->
@@ -33,14 +33,31 @@ MESSAGE_MAX = 500
 CHECKPOINT_MAX_BYTES = 16 * 1024 * 1024
 
 
+#: the largest `done` or `total` a task may report (and that is read back)
+PROGRESS_MAX = 1e15
+#: what reading a field another client may have written can raise
+_UNREADABLE = (ValueError, TypeError, KeyError, AttributeError, OverflowError, RecursionError)
+
+
 def _moment(value: float) -> datetime:
     return datetime.fromtimestamp(value, timezone.utc)
 
 
-def _finite(value: Any) -> float | None:
+def _finite(value: Any, maximum: float = PROGRESS_MAX) -> float | None:
+    """A number within +-`maximum` (None for anything else: text, NaN, a huge integer)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return float(value) if math.isfinite(value) else None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) and abs(number) <= maximum else None
+
+
+def _time(value: Any) -> float | None:
+    """A moment between 1970 and the year 9999 (None for anything else)."""
+    moment = _finite(value, MAX_TIMESTAMP)
+    return moment if moment is not None and moment >= 0 else None
 
 
 @dataclass(frozen=True)
@@ -71,7 +88,8 @@ class Progress:
         moved = self.done - self.first_done
         if self.total is None or elapsed <= 0 or moved <= 0:
             return None
-        return timedelta(seconds=max(self.total - self.done, 0.0) * elapsed / moved)
+        left = max(self.total - self.done, 0.0) * elapsed / moved
+        return timedelta(seconds=left) if left <= MAX_SECONDS else None
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-able form: done, total, fraction, message, moved_at (ISO 8601), time_left
@@ -93,11 +111,11 @@ class Progress:
         """The progress a `progress` field holds; None when empty or not ours."""
         try:
             data = json.loads(text or "")
-            done, at = _finite(data["done"]), _finite(data["at"])
-            first_at, first_done = _finite(data.get("first_at")), _finite(data.get("first_done"))
+            done, at = _finite(data["done"]), _time(data["at"])
+            first_at, first_done = _time(data.get("first_at")), _finite(data.get("first_done"))
             message = data.get("message")
             attempt = data.get("attempt")
-        except (ValueError, TypeError, KeyError, AttributeError):
+        except _UNREADABLE:
             return None
         if done is None or at is None or not isinstance(attempt, int):
             return None
@@ -122,14 +140,27 @@ class CheckpointRecord:
         """The checkpoint a `checkpoint` field holds; None when empty or not ours."""
         try:
             data = json.loads(text or "")
-            state, attempt, at = data["state"], data["attempt"], _finite(data["at"])
-        except (ValueError, TypeError, KeyError):
+            state, attempt, at = data["state"], data["attempt"], _time(data["at"])
+        except _UNREADABLE:
             return None
         if not isinstance(attempt, int) or at is None:
             return None
         return cls(state, attempt, _moment(at), len((text or "").encode()))
 
 
+
+
+def _checked(done: object, total: object) -> tuple[float, float | None]:
+    """`done` and `total` as reported, checked: numbers within `PROGRESS_MAX`, `total`
+    not below 0 (`InvalidParameters` names a bad one)."""
+    try:
+        checked = check_number("progress done", done, minimum=-PROGRESS_MAX,
+                               maximum=PROGRESS_MAX)
+        if total is None:
+            return checked, None
+        return checked, check_number("progress total", total, minimum=0, maximum=PROGRESS_MAX)
+    except ConfigurationError as error:
+        raise InvalidParameters(str(error)) from None
 
 
 class ProgressReporter:
@@ -146,6 +177,7 @@ class ProgressReporter:
         self.writes = 0
         self._pending: Progress | None = None
         self._first: tuple[float, float] | None = None  # (at, done) of the first report
+        self._moved: tuple[float, float, float | None] | None = None  # (at, done, total)
         self._next_write = 0.0
 
     def set(self, done: float, total: float | None = None, message: str | None = None) -> None:
@@ -153,16 +185,16 @@ class ProgressReporter:
         Raises `Canceled` once the task's cancel was asked."""
         if self.canceled:
             raise Canceled("the task's cancel was asked")
-        done = check_number("progress done", done)
-        if total is not None:
-            total = check_number("progress total", total, minimum=0)
+        done, total = _checked(done, total)
         if message is not None:
             message = str(message)[:MESSAGE_MAX]
         now = self.clock()
         if self._first is None:
             self._first = (now, done)
-        self._pending = Progress(done, total, message, _moment(now), _moment(self._first[0]),
-                                 self._first[1], self.attempt)
+        if self._moved is None or self._moved[1:] != (done, total):
+            self._moved = (now, done, total)  # a report that says the same is no move
+        self._pending = Progress(done, total, message, _moment(self._moved[0]),
+                                 _moment(self._first[0]), self._first[1], self.attempt)
         if now >= self._next_write:
             self.flush()
         if self.canceled:

@@ -321,3 +321,12 @@ MODES = pytest.mark.parametrize("fork", [True, False], ids=["forked", "in-proces
 def names(entries):
     """The events of recorded entries, in order."""
     return [entry["event"] for entry in entries]
+
+
+def stuck_progress(job, queue):
+    """Reports the same progress again and again for `seconds`: it does not move."""
+    deadline = time.time() + json.loads(job.known["parameters"])["seconds"]
+    while time.time() < deadline:
+        job.set_progress(1, 10, "stuck")
+        time.sleep(0.05)
+    return "done"

@@ -401,3 +401,25 @@ def test_keys_of_another_type_are_skipped_and_values_shown_escaped(redis_url, sc
     assert "\x1b" not in table.stdout
     assert "[bold]evil\\x1b[31m" in table.stdout  # shown as it is, escaped, not as markup
     assert f"skipped blueque_failed_tasks_{Q}: WRONGTYPE" in table.stdout
+
+
+@pytest.mark.parametrize("field, value", [
+    ("progress", '{"done": 1%s, "total": 1, "at": 1, "attempt": 1}' % ("0" * 400)),
+    ("progress", '{"done": 1, "at": 1e20, "attempt": 1}'),
+    ("progress", '{"done": 1, "total": 1e308, "at": 10, "first_at": 9, "first_done": 0.5, '
+                 '"attempt": 1}'),
+    ("progress", "[" * 100_000 + "]" * 100_000),
+    ("checkpoint", '{"state": 1, "attempt": 1, "at": 1e20}'),
+    ("checkpoint", "[" * 100_000),
+], ids=["huge-done", "far-moment", "huge-total", "deep", "far-checkpoint", "deep-checkpoint"])
+def test_progress_or_checkpoint_another_client_broke_reads_as_none(redis_url, conn, field,
+                                                                   value):
+    job = Queue.named("odd").enqueue("x")
+    conn.hset(job.key, field, value)
+    progress = job.progress()  # a total out of bounds reads as unknown, the rest as none
+    assert progress is None or (progress.total is None and progress.time_left is None)
+    assert job.checkpoint_record() is None
+    for command in (("tasks", "--queue", "odd"), ("inspect", job.task_id),
+                    ("tasks", "--json"), ("inspect", job.task_id, "--json")):
+        result = blueque(redis_url, *command)
+        assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr

@@ -191,3 +191,20 @@ def test_set_progress_raises_canceled_once_a_cancel_was_asked(workers, conn, for
     time.sleep(0.5)
     assert job.status.hget() == "canceled"  # no retry
     assert job.attempt.hget() == "1"
+
+
+@pytest.mark.parametrize("done, total", [(float("nan"), None), (10**400, None), ("5", None),
+                                         (1, -1), (1, float("inf")), (2e15, None)])
+def test_a_progress_that_is_no_number_within_bounds_is_refused(done, total):
+    from limpyd_blueque import InvalidParameters
+    from limpyd_blueque.progress import ProgressReporter
+
+    writes = []
+    reporter = ProgressReporter(lambda *texts: writes.append(texts) or False, 1, 0.0)
+    with pytest.raises(InvalidParameters, match="progress"):
+        reporter.set(done, total)
+    assert writes == []
+    reporter.set(1, 2)
+    reporter.set(1, 2)  # the same again: written, but it did not move
+    first, second = (json.loads(texts[0]) for texts in writes)
+    assert first["at"] == second["at"]

@@ -16,7 +16,7 @@ import time
 import pytest
 from helpers import wait_for
 from jobs import events
-from operating_jobs import MODES, control, names, task_pid, wait_status
+from operating_jobs import MODES, HookedWorker, control, names, stuck_progress, task_pid, wait_status
 
 from limpyd_blueque import ConfigurationError, Queue, Worker
 from limpyd_blueque.liveness import process_alive
@@ -177,3 +177,13 @@ def test_a_bad_stall_timeout_is_refused_before_anything_is_written(database, con
     with pytest.raises(ConfigurationError, match="stall_timeout"):
         Worker("s", stall_timeout=bad)
     assert conn.keys("*") == []
+
+
+def test_the_same_progress_reported_again_is_no_move_and_stalls(conn):
+    queue = Queue.named("same")
+    job = queue.enqueue({"seconds": 2.0})
+    HookedWorker(queues=["same"], fork=False, callback=stuck_progress, stall_timeout=0.6,
+                 progress_interval=0.1, liveness_interval=0.1, max_loops=1, timeout=0.5).run()
+    assert job.status.hget() == "complete"
+    assert names(events(conn, job.task_id)) == ["job_stalled"]
+    assert job.progress().done == 1 and job.progress().message == "stuck"

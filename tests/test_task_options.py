@@ -232,7 +232,7 @@ def test_a_canceled_or_failed_task_can_be_requeued_and_deleted(queue, conn):
     assert job.status.hget() == "scheduled"
     assert conn.llen("blueque_failed_tasks_opts") == 0
     assert job.uncounted.hget() == "1"  # its failed attempt no longer counts
-    with pytest.raises(InvalidTransition, match="held, failed or canceled"):
+    with pytest.raises(InvalidTransition, match="held, failed, canceled, expired or buried"):
         job.requeue()
     job.cancel()
     job.delete()
