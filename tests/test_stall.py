@@ -16,7 +16,15 @@ import time
 import pytest
 from helpers import wait_for
 from jobs import events
-from operating_jobs import MODES, HookedWorker, control, names, stuck_progress, task_pid, wait_status
+from operating_jobs import (
+    MODES,
+    HookedWorker,
+    control,
+    names,
+    stuck_progress,
+    task_pid,
+    wait_status,
+)
 
 from limpyd_blueque import ConfigurationError, Queue, Worker
 from limpyd_blueque.liveness import process_alive
