@@ -10,6 +10,13 @@ import time
 from pathlib import Path
 
 TESTS = Path(__file__).parent
+BIN = Path(sys.executable).parent
+
+
+def script(name, module):
+    """The installed console script `name` (as users run it), else `python -m module`."""
+    path = BIN / name
+    return [str(path)] if path.exists() else [sys.executable, "-m", module]
 
 
 def worker_command(redis_url, *options):

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from helpers import kill_task_processes, start_worker, wait_for
+from helpers import kill_task_processes, script, start_worker, wait_for
 from jobs import RecordingJob
 
 from limpyd_blueque import Job, Queue, Worker
@@ -26,10 +26,13 @@ pytestmark = pytest.mark.timeout(60)
 Q = "adm"
 
 
+#: the installed `blueque` console script, as operators run it
+ADMIN = script("blueque", "limpyd_blueque.admin")
+
+
 def blueque(redis_url, *args, stdin=subprocess.DEVNULL, timeout=30):
-    return subprocess.run([sys.executable, "-m", "limpyd_blueque.admin",
-                           f"--redis-url={redis_url}", *args], capture_output=True, text=True,
-                          timeout=timeout, stdin=stdin)
+    return subprocess.run([*ADMIN, f"--redis-url={redis_url}", *args], capture_output=True,
+                          text=True, timeout=timeout, stdin=stdin)
 
 
 def blueques(redis_url, *commands):

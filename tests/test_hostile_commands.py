@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -16,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 import redis
-from helpers import TESTS, wait_for
+from helpers import TESTS, script, wait_for
 from test_hostile_input import fill_until_full
 
 from limpyd_blueque.embedded import EmbeddedRedis, free_port
@@ -24,13 +23,6 @@ from limpyd_blueque.settings import SETTINGS
 
 pytestmark = pytest.mark.timeout(300)
 
-BIN = Path(sys.executable).parent
-
-
-def script(name, module):
-    """The installed console script `name`, else `python -m module`."""
-    path = BIN / name
-    return [str(path)] if path.exists() else [sys.executable, "-m", module]
 
 
 WORKER = script("blueque-worker", "limpyd_blueque.cli")
