@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import cached_property
 from typing import Any, ClassVar, Generic, TypeVar, cast
 
 from .exceptions import ConfigurationError
@@ -366,7 +367,7 @@ class WorkerSettings:
                 raise ConfigurationError(f"{name} must be {FOREVER} (keep forever) or at "
                                          f"least 0, not {getattr(self, name)!r}")
 
-    @property
+    @cached_property
     def retention(self) -> Retention:
         """How long the tasks and errors this worker finishes are kept, by default."""
         return Retention(self.result_ttl, self.failure_ttl, self.error_ttl)

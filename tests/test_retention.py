@@ -406,3 +406,16 @@ def test_blueque_reindex_gives_tasks_finished_by_other_clients_their_retention(c
         "failed-by-blueque": 2000.0 + DEFAULT_FAILURE_TTL})
     assert "finished tasks given their retention: 2" in report.lines()
     assert reindex(Queue).retained == 0  # once is enough
+
+
+def test_an_index_key_of_another_type_never_stops_a_task_from_finishing(conn):
+    queue = Queue.named("odd")
+    minute = int(time.time() // 60)
+    for key in (keys().retention("odd"), keys().stalled("odd"),
+                keys().throughput("odd", minute), keys().throughput("odd", minute + 1)):
+        conn.set(key, "not an index")
+    queue.enqueue("x")
+    job, _ = Queue.reserve_from(["odd"], "box_1")
+    assert job.complete("done") is True
+    assert job.status.hget() == "complete"
+    assert conn.get(keys().retention("odd")) == "not an index"  # passed over, left alone

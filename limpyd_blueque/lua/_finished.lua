@@ -6,7 +6,10 @@
 -- as unset.
 local function retention_ttl(task, settings, name, default)
     local sources = {redis.call('HGET', task, name), default}
-    if settings then table.insert(sources, 2, redis.call('HGET', settings, name)) end
+    if settings then
+        local queue_ttl = redis.pcall('HGET', settings, name)
+        if type(queue_ttl) ~= 'table' then table.insert(sources, 2, queue_ttl) end
+    end
     for _, text in ipairs(sources) do
         local value = tonumber(text)
         if value and (value == -1 or (value >= 0 and value < math.huge)) then return value end
@@ -18,18 +21,29 @@ end
 -- retention set `r.retention` (nothing for a task kept forever), and count it in the
 -- minute's throughput hash `r.throughput` (when given). `r.settings` is the queue's
 -- settings hash (or nil), `r.result_ttl` and `r.failure_ttl` the caller's defaults.
+-- These are indexes beside the task, not the task: a key of another type there is passed
+-- over (redis.pcall), never a reason to refuse the step, so the callers need not check
+-- their types first.
 local function retain(r, task, id, status, now)
     local name, default = 'failure_ttl', r.failure_ttl
     if status == 'complete' then name, default = 'result_ttl', r.result_ttl end
     local ttl = retention_ttl(task, r.settings, name, default)
     if ttl >= 0 then
-        redis.call('ZADD', r.retention, tonumber(now) + ttl, id)
+        redis.pcall('ZADD', r.retention, tonumber(now) + ttl, id)
     else
-        redis.call('ZREM', r.retention, id)
+        redis.pcall('ZREM', r.retention, id)
     end
-    if r.throughput then
-        redis.call('HINCRBY', r.throughput, status, 1)
-        redis.call('EXPIRE', r.throughput, 7200)
+    -- the minute's hash expires two hours after the first count of each status
+    if r.throughput and redis.pcall('HINCRBY', r.throughput, status, 1) == 1 then
+        redis.pcall('EXPIRE', r.throughput, 7200)
+    end
+end
+
+-- unflag_stalled(task, stalled set, id): a task that stops running is no longer stalled
+local function unflag_stalled(task, stalled, id)
+    if redis.call('HEXISTS', task, 'stalled_at') == 1 then
+        redis.pcall('ZREM', stalled, id)
+        redis.call('HDEL', task, 'stalled_at')
     end
 end
 

@@ -4,10 +4,10 @@
 -- in that attempt; else the reply to refuse with: {-1} when there is no such task,
 -- {0, status, node, attempt} otherwise.
 local function refuse_unless_held(key, statuses, listener, attempt)
-    local status = redis.call('HGET', key, 'status')
+    local held = redis.call('HMGET', key, 'status', 'node', 'attempt')
+    local status = held[1]
     if not status then return {-1} end
-    local node = redis.call('HGET', key, 'node') or ''
-    local current = redis.call('HGET', key, 'attempt') or ''
+    local node, current = held[2] or '', held[3] or ''
     if not statuses[status] or node ~= listener or (attempt ~= '' and current ~= attempt) then
         return {0, status, node, current}
     end
@@ -22,8 +22,8 @@ local function let_go(task, reserved, started, leases, id, listener, stalled)
     redis.call('LREM', reserved, 1, id)
     redis.call('SREM', started, listener .. ' ' .. pid .. ' ' .. id)
     redis.call('ZREM', leases, id)
-    redis.call('ZREM', stalled, id)
-    redis.call('HDEL', task, 'node', 'pid', 'pstart', 'alive_until', 'stalled_at')
+    unflag_stalled(task, stalled, id)
+    redis.call('HDEL', task, 'node', 'pid', 'pstart', 'alive_until')
 end
 
 -- file_canceled(task, id, canceled list, stats, now, r): a task whose running was canceled

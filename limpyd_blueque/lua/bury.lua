@@ -18,8 +18,8 @@
 -- refused, {-1} when missing.
 local refused = refuse_misfit({{KEYS[1], 'hash'}, {KEYS[2], 'list'}, {KEYS[3], 'set'},
     {KEYS[4], 'zset'}, {KEYS[5], 'list'}, {KEYS[6], 'hash'}, {KEYS[7], 'hash'},
-    {KEYS[8], 'zset'}, {KEYS[9], 'list'}, {KEYS[10], 'zset'}, {KEYS[11], 'zset'},
-    {KEYS[12], 'list'}, {KEYS[13], 'hash'}, {KEYS[14], 'zset'}, {KEYS[15], 'hash'}})
+    {KEYS[8], 'zset'}, {KEYS[9], 'list'}, {KEYS[10], 'zset'}, {KEYS[12], 'list'}})
+-- KEYS[11], KEYS[13] to KEYS[15]: indexes beside the task, see _finished.lua
 if refused then return refused end
 refused = refuse_unless_held(KEYS[1], {reserved = true, started = true}, ARGV[2], ARGV[3])
 if refused then return refused end

@@ -18,8 +18,8 @@
 -- when there is no such task.
 local refused = refuse_misfit({{KEYS[1], 'hash'}, {KEYS[2], 'list'}, {KEYS[3], 'zset'},
     {KEYS[4], 'zset'}, {KEYS[5], 'hash'}, {KEYS[6], 'list'}, {KEYS[7], 'zset'},
-    {KEYS[8], 'hash'}, {KEYS[9], 'hash'}, {KEYS[10], 'zset'}, {KEYS[11], 'hash'},
-    {KEYS[12], 'zset'}, {KEYS[13], 'hash'}})
+    {KEYS[8], 'hash'}, {KEYS[9], 'hash'}, {KEYS[10], 'zset'}})
+-- KEYS[11] to KEYS[13]: indexes beside the task, see _finished.lua
 if refused then return refused end
 local id = ARGV[1]
 local status, refusal = status_among(KEYS[1], ARGV[2], {pending = true, scheduled = true,

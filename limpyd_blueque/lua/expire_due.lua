@@ -14,7 +14,7 @@
 -- Returns the ids expired.
 local refused = refuse_misfit({{KEYS[1], 'zset'}, {KEYS[2], 'list'}, {KEYS[3], 'zset'},
     {KEYS[4], 'zset'}, {KEYS[5], 'hash'}, {KEYS[6], 'list'}, {KEYS[7], 'hash'},
-    {KEYS[8], 'hash'}, {KEYS[9], 'zset'}, {KEYS[10], 'zset'}, {KEYS[11], 'hash'}})
+    {KEYS[8], 'hash'}, {KEYS[9], 'zset'}})  -- KEYS[10], KEYS[11]: see _finished.lua
 if refused then return refused end
 local clock = redis.call('TIME')
 local server_now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000

@@ -20,10 +20,11 @@
 -- A task with a utube key hands it to the next task of that key (see _line.lua).
 -- Returns {1} when finished, {2} when filed as canceled, {0, status, node, attempt} when
 -- refused, {-1} when missing.
+-- (KEYS[12] to KEYS[15] are indexes beside the task, written with redis.pcall: see
+-- _finished.lua)
 local refused = refuse_misfit({{KEYS[1], 'hash'}, {KEYS[2], 'list'}, {KEYS[3], 'set'},
     {KEYS[4], 'list'}, {KEYS[5], 'zset'}, {KEYS[6], 'hash'}, {KEYS[7], 'hash'},
-    {KEYS[8], 'zset'}, {KEYS[9], 'list'}, {KEYS[10], 'zset'}, {KEYS[11], 'list'},
-    {KEYS[12], 'hash'}, {KEYS[13], 'zset'}, {KEYS[14], 'zset'}, {KEYS[15], 'hash'}})
+    {KEYS[8], 'zset'}, {KEYS[9], 'list'}, {KEYS[10], 'zset'}, {KEYS[11], 'list'}})
 if refused then return refused end
 refused = refuse_unless_held(KEYS[1], {reserved = true, started = true}, ARGV[2],
     ARGV[7])
@@ -34,11 +35,10 @@ local pid = ARGV[3]
 if pid == '' then pid = redis.call('HGET', KEYS[1], 'pid') or '' end
 redis.call('LREM', KEYS[2], 1, id)
 redis.call('SREM', KEYS[3], ARGV[2] .. ' ' .. pid .. ' ' .. id)
-redis.call('ZREM', KEYS[14], id)
+unflag_stalled(KEYS[1], KEYS[14], id)
 local field = 'result'
 if ARGV[4] ~= 'complete' then field = 'error' end
 redis.call('HSET', KEYS[1], 'status', status, field, ARGV[5], 'updated', ARGV[6])
-redis.call('HDEL', KEYS[1], 'stalled_at')
 redis.call('LPUSH', list, id)
 redis.call('ZREM', KEYS[5], id)
 local u = utube_keys(KEYS[7], KEYS[8], ARGV[8], ARGV[9], ARGV[10], KEYS[9], KEYS[10])

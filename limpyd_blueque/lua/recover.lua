@@ -41,8 +41,7 @@ for i = 1, #KEYS / 14 do
     local status = nil
     local bad = misfit({{task, 'hash'}, {leases, 'zset'}, {pending, 'list'}, {failed, 'list'},
         {started, 'set'}, {settings, 'hash'}, {prioritized, 'zset'}, {identifiers, 'hash'},
-        {u.utubes, 'hash'}, {u.waiting, 'zset'}, {canceled, 'list'}, {r.retention, 'zset'},
-        {stalled, 'zset'}, {r.throughput, 'hash'},
+        {u.utubes, 'hash'}, {u.waiting, 'zset'}, {canceled, 'list'},
         {reserved_prefix .. (redis.call('TYPE', task)['ok'] == 'hash'
             and (redis.call('HGET', task, 'node') or '') or ''), 'list'}})
     if not bad then status = redis.call('HGET', task, 'status') end
@@ -76,8 +75,8 @@ for i = 1, #KEYS / 14 do
         redis.call('LREM', reserved_prefix .. node, 1, id)
         redis.call('SREM', started, node .. ' ' .. pid .. ' ' .. id)
         redis.call('ZREM', leases, id)
-        redis.call('ZREM', stalled, id)
-        redis.call('HDEL', task, 'node', 'pid', 'pstart', 'alive_until', 'stalled_at')
+        unflag_stalled(task, stalled, id)  -- an index: see _finished.lua
+        redis.call('HDEL', task, 'node', 'pid', 'pstart', 'alive_until')
         local used = (tonumber(attempt) or 0)
             - (tonumber(redis.call('HGET', task, 'uncounted')) or 0)
         if canceling(task) then

@@ -25,9 +25,8 @@
 -- refused, {-1} when missing.
 local refused = refuse_misfit({{KEYS[1], 'hash'}, {KEYS[2], 'list'}, {KEYS[3], 'set'},
     {KEYS[4], 'list'}, {KEYS[5], 'zset'}, {KEYS[6], 'zset'}, {KEYS[7], 'zset'},
-    {KEYS[8], 'hash'}, {KEYS[9], 'hash'}, {KEYS[10], 'zset'}, {KEYS[11], 'list'},
-    {KEYS[12], 'hash'}, {KEYS[13], 'zset'}, {KEYS[14], 'hash'}, {KEYS[15], 'hash'},
-    {KEYS[16], 'zset'}})
+    {KEYS[8], 'hash'}, {KEYS[9], 'hash'}, {KEYS[11], 'list'}, {KEYS[15], 'hash'},
+    {KEYS[16], 'zset'}})  -- KEYS[10], KEYS[12] to KEYS[14]: indexes, see _finished.lua
 if refused then return refused end
 refused = refuse_unless_held(KEYS[1], {reserved = true, started = true}, ARGV[2],
     ARGV[3])

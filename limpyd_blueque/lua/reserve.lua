@@ -91,7 +91,7 @@ for i = 1, #KEYS / N do
     local bad, found = misfit({{k.pending, 'list'}, {k.reserved, 'list'}, {k.leases, 'zset'},
         {k.started, 'set'}, {k.settings, 'hash'}, {k.failed, 'list'}, {k.prioritized, 'zset'},
         {k.identifiers, 'hash'}, {k.expiry, 'zset'}, {k.expired, 'list'}, {k.stats, 'hash'},
-        {k.utubes, 'hash'}, {k.waiting, 'zset'}, {k.retention, 'zset'}})
+        {k.utubes, 'hash'}, {k.waiting, 'zset'}})  -- k.retention: see _finished.lua
     if bad then
         broken[#broken + 1] = i
         broken[#broken + 1] = bad .. ' holds a ' .. found
