@@ -213,9 +213,10 @@ class WorkerHooks(WorkerMessages):
         self.job_error(task.job, task.queue, cause, None)
 
     def process_canceled(self, task: RunningTask) -> None:
-        """The process of a task whose cancel was asked ended: file it as canceled (unless
-        it recorded an outcome, or changed hands), then `job_canceled`."""
-        if self.outcomes.cancel(task.job):
+        """A canceling task's process ended: file it as canceled, then `job_canceled` (also
+        when the process filed it so, then was stopped before its hooks ran)."""
+        if self.outcomes.cancel(task.job) or task.job.data().status_in(
+                "canceled", attempt=task.attempt):
             self.job_canceled(task.job, task.queue)
 
     def cancel_asked(self, job: Job, queue: Queue) -> bool:
@@ -315,17 +316,16 @@ class WorkerHooks(WorkerMessages):
         job.on_delayed(queue)
 
     def job_canceled(self, job: Job, queue: Queue) -> None:
-        """The running task was filed as canceled (its cancel was asked): log, then
-        `on_canceled`; never retried, no `Error` stored."""
-        self.runner.recorded(job)
+        """The running task was filed as canceled: log, `on_canceled` (no retry, no `Error`),
+        then tell the worker (a process stopped before it did has its worker run them)."""
         self.log(self.job_canceled_message(job, queue), logging.WARNING)
         job.on_canceled(queue)
+        self.runner.recorded(job)
 
     def job_stalled(self, job: Job, queue: Queue) -> None:
-        """The running task's progress did not move for its stall timeout (it is flagged
-        `stalled_at` in Redis until it moves again): log, then `on_stalled`. Runs in the
-        worker's heartbeat thread; override it to `release`, `fail` or `bury` the task
-        (its process is then stopped)."""
+        """The running task's progress stayed still for its stall timeout (flagged until it
+        moves): log, `on_stalled`. In the heartbeat thread; an override may `release`,
+        `fail` or `bury` the task (its process is then stopped)."""
         self.log(self.job_stalled_message(job, queue), logging.WARNING)
         job.on_stalled(queue)
 

@@ -63,6 +63,10 @@ class TaskData:
     BLUEQUE_FIELDS = ("status", "queue", "parameters", "result", "error", "node", "pid",
                       "created", "updated", "eta")
 
+    def status_in(self, *statuses: str, attempt: int | None = None) -> bool:
+        """True when the task has one of `statuses` (in that `attempt`, when given)."""
+        return self.status in statuses and (attempt is None or self.attempt == attempt)
+
     @classmethod
     def from_hash(cls, task_id: str, data: Mapping[str, str]) -> TaskData:
         def number(name: str, kind: type) -> Any:
