@@ -96,6 +96,10 @@ class TaskRunner:
     def stop_signal(self) -> None:
         """A stop signal arrived (called from the signal handler)."""
 
+    def spare_from_stop(self) -> None:
+        """The task's outcome is stored: what is left (its hooks) is not stopped by the
+        SIGTERM of a cancel (a task process only; its SIGKILL still ends it)."""
+
     def terminate(self) -> bool:
         """The worker stops: apply `on_terminate`; True if tasks were left running."""
         return False
@@ -411,6 +415,9 @@ class TaskProcess(TaskRunner):
             self.on_recorded()
             if self.notices is not None:
                 self.notices.notify(DoneNotices.RECORDED)
+
+    def spare_from_stop(self) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
     def run(self) -> int:
         """Run the task; exit code 0 once its outcome is stored."""

@@ -316,11 +316,11 @@ class WorkerHooks(WorkerMessages):
         job.on_delayed(queue)
 
     def job_canceled(self, job: Job, queue: Queue) -> None:
-        """The running task was filed as canceled: log, `on_canceled` (no retry, no `Error`),
-        then tell the worker (a process stopped before it did has its worker run them)."""
+        """The running task was filed as canceled: log, `on_canceled` (no retry, no `Error`)."""
+        self.runner.spare_from_stop()  # the cancel's SIGTERM no longer cuts its hooks short
+        self.runner.recorded(job)
         self.log(self.job_canceled_message(job, queue), logging.WARNING)
         job.on_canceled(queue)
-        self.runner.recorded(job)
 
     def job_stalled(self, job: Job, queue: Queue) -> None:
         """The running task's progress stayed still for its stall timeout (flagged until it
