@@ -33,6 +33,8 @@ import time
 import uuid
 from pathlib import Path
 
+from strays import kill_marked
+
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 VENVS = BENCH / ".venvs"
@@ -261,15 +263,7 @@ class Runner:
     def reap_strays(self) -> None:
         """Kill, by pid, any process left that carries this run's token in its environment
         (workers and the task children some peers move to a session of their own)."""
-        marker = f"BENCH_TOKEN={self.token}".encode()
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit() or int(entry.name) == os.getpid():
-                continue
-            try:
-                if marker in (entry / "environ").read_bytes().split(b"\0"):
-                    os.kill(int(entry.name), signal.SIGKILL)
-            except (OSError, ProcessLookupError):
-                continue
+        kill_marked(f"BENCH_TOKEN={self.token}".encode())
 
     def close(self) -> None:
         self.kill_current()
