@@ -38,13 +38,13 @@ SHARED = {
                "add_listener", "remove_listener", "requeue", "renew", "recover", "tidy",
                "terms", "materialize", "cancel", "retry", "tick", "bury", "touch", "kick",
                "expire_due", "empty", "report", "stall"),  # the type checks before a write
-    # the holder check, letting a task go, filing a canceled one
+    # the holder check, letting a task go
     "_holder": ("start", "finish", "requeue", "bury", "touch", "report", "stall"),
     "_terms": ("reserve", "recover", "terms", "enqueue_options"),  # lease terms, numbers
     # where a pending task waits, by its priority; the identifiers of waiting tasks
     "_line": ("enqueue_options", "enqueue_due", "reserve", "requeue", "recover", "cancel", "retry",
               "tidy", "kick", "expire_due", "delete", "empty", "finish", "bury"),
-    # retention and throughput of finished tasks, and cancel requests; first in the source,
+    # retention and throughput of finished tasks, cancel requests, filing a canceled task;
     # as _holder and _line call it
     "_finished": ("finish", "requeue", "bury", "recover", "cancel", "reserve", "expire_due"),
 }

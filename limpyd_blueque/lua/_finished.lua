@@ -51,3 +51,13 @@ end
 local function canceling(task)
     return redis.call('HEXISTS', task, 'cancel_requested') == 1
 end
+
+-- file_canceled(task, id, canceled list, stats, now, r): a task whose running was canceled
+-- at its owner's request, let go already, filed as canceled and kept as `r` says (see
+-- `retain`); counted as a 'cancel' in the queue's counters `stats` when given
+local function file_canceled(task, id, canceled, stats, now, r)
+    redis.call('HSET', task, 'status', 'canceled', 'updated', now)
+    redis.call('LPUSH', canceled, id)
+    if stats then redis.call('HINCRBY', stats, 'calls.cancel', 1) end
+    retain(r, task, id, 'canceled', now)
+end

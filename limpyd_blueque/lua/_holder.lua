@@ -25,12 +25,3 @@ local function let_go(task, reserved, started, leases, id, listener, stalled)
     unflag_stalled(task, stalled, id)
     redis.call('HDEL', task, 'node', 'pid', 'pstart', 'alive_until')
 end
-
--- file_canceled(task, id, canceled list, stats, now, r): a task whose running was canceled
--- at its owner's request, let go already, filed as canceled (see _finished.lua for `r`)
-local function file_canceled(task, id, canceled, stats, now, r)
-    redis.call('HSET', task, 'status', 'canceled', 'updated', now)
-    redis.call('LPUSH', canceled, id)
-    redis.call('HINCRBY', stats, 'calls.cancel', 1)
-    retain(r, task, id, 'canceled', now)
-end

@@ -80,9 +80,7 @@ for i = 1, #KEYS / 14 do
         local used = (tonumber(attempt) or 0)
             - (tonumber(redis.call('HGET', task, 'uncounted')) or 0)
         if canceling(task) then
-            redis.call('HSET', task, 'status', 'canceled', 'updated', ARGV[1])
-            redis.call('LPUSH', canceled, id)
-            retain(r, task, id, 'canceled', ARGV[1])
+            file_canceled(task, id, canceled, nil, ARGV[1], r)
             if utube_leave(u, id, task) then redis.call('PUBLISH', channel, 1) end
             outcome = 'canceled'
         elseif max and used >= max then
