@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 import redis
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -97,6 +97,9 @@ class Reservation:
     #: seconds its progress may stay still before it is flagged stalled: its own, else
     #: its queue's (None: the worker's setting applies)
     stall_timeout: float | None = None
+    #: the deadline of its lease as the step wrote it, in Redis's own text (None: not
+    #: known); a beat that finds the lease still there knows it is the holder's own
+    lease: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fields", MappingProxyType(dict(self.fields)))
@@ -125,19 +128,20 @@ class Reservation:
 
     @classmethod
     def from_reply(cls, task_id: str, queue: str, flat: Sequence[str],
-                   terms: Sequence[str]) -> Reservation:
+                   terms: Sequence[str], lease: str | None = None) -> Reservation:
         """From a script's reply: the task hash as a flat list, then its terms (ttr, max
-        run time, max attempts, stall timeout)."""
+        run time, max attempts, stall timeout), and its lease's deadline as written."""
         ttr, max_run_time, max_attempts, stall_timeout = (
             _number(term) for term in [*terms, None, None, None][:4])
         return cls(task_id, queue, dict(zip(flat[::2], flat[1::2])), ttr, max_run_time,
-                   int(max_attempts) if max_attempts else None, stall_timeout)
+                   int(max_attempts) if max_attempts else None, stall_timeout, lease or None)
 
     def to_payload(self) -> dict[str, Any]:
         """A JSON-able form, to hand the task to another process."""
         return {"task_id": self.task_id, "queue": self.queue, "fields": dict(self.fields),
                 "ttr": self.ttr, "max_run_time": self.max_run_time,
-                "max_attempts": self.max_attempts, "stall_timeout": self.stall_timeout}
+                "max_attempts": self.max_attempts, "stall_timeout": self.stall_timeout,
+                "lease": self.lease}
 
     @classmethod
     def from_payload(cls, payload: Mapping[str, Any]) -> Reservation:
@@ -188,8 +192,23 @@ class Renewal:
     expired: list[str]
     now: float
     revived: bool = False  # the worker's record was missing: it had been taken for dead
-    #: per task watched: its `cancel_requested` and `progress` fields ('' when unset)
-    watched: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: per task watched: its `progress` field ('' when unset)
+    watched: dict[str, str] = field(default_factory=dict)
+    #: per lease kept: its deadline now, as Redis keeps it (see `Lease.written`)
+    renewed: dict[str, str] = field(default_factory=dict)
+    #: the running tasks of the queues read whose cancel was asked
+    canceling: frozenset[str] = frozenset()
+
+
+class Lease(NamedTuple):
+    """A lease to renew: its task, the attempt holding it, its length (None: endless),
+    and its deadline as this holder last wrote it (Redis's text; '' when not known)."""
+
+    queue: str
+    task_id: str
+    attempt: int | str
+    ttr: float | None
+    written: str = ""
 
 
 @dataclass(frozen=True)
@@ -271,35 +290,42 @@ class Upkeep:
             return None
         return Reservation.from_reply(task_id, queue, flat, terms)
 
-    def renew(self, leases: Sequence[tuple[str, str, int | str, float | None]], *,
-              beat: Beat | None = None, liveness_timeout: float = 0.0,
-              alive_for: Mapping[str, float] | None = None,
-              watched: Sequence[str] = ()) -> Renewal:
-        """Extend the leases `(queue, task id, attempt, ttr)` and, for a worker's `beat`,
-        record that it is alive for `liveness_timeout` seconds, in one step.
+    def renew(self, leases: Sequence[Lease], *, beat: Beat | None = None,
+              liveness_timeout: float = 0.0, alive_for: Mapping[str, float] | None = None,
+              watched: Sequence[str] = (), canceling: Sequence[str] = ()) -> Renewal:
+        """Extend `leases` and, for a worker's `beat`, record that it is alive for
+        `liveness_timeout` seconds, in one step.
 
         A task of `alive_for` is marked alive that many more seconds (its `alive_until`
         field): its own process speaks for it, whatever becomes of its worker's record.
-        For each task id of `watched`, the renewal tells whether its cancel was asked and
-        how far its progress is (see `Renewal.watched`).
+        For each task id of `watched`, the renewal tells how far its progress is; for
+        the queues of `canceling`, which of their running tasks were asked to cancel
+        (see `Renewal`). The commands it runs grow with the queues, not with the leases
+        (see lua/renew.lua).
         """
         k = self.keys
         machine = beat.machine if beat is not None else ""
+        queues = list(dict.fromkeys([lease.queue for lease in leases] + list(canceling)))
+        index = {queue: number for number, queue in enumerate(queues, 1)}
         keys: list[str] = [k.workers, k.workers_info, k.machine_workers(machine)]
-        args: list[object] = [beat.worker_id if beat else "", liveness_timeout,
-                              beat.identity if beat else "", len(leases)]
-        alive_for = alive_for or {}
-        for queue, task_id, attempt, ttr in leases:
-            keys += [k.task(task_id), k.leases(queue)]
-            args += [task_id, attempt, ttr, alive_for.get(task_id)]
+        for queue in queues:
+            keys += [k.leases(queue), k.canceling(queue)]
+        keys += [k.task(lease.task_id) for lease in leases]
         keys += [k.task(task_id) for task_id in watched]
+        args: list[object] = [beat.worker_id if beat else "", liveness_timeout,
+                              beat.identity if beat else "", len(queues), len(leases),
+                              k.task_prefix, "1" if canceling else ""]
+        alive_for = alive_for or {}
+        for lease in leases:
+            args += [index[lease.queue], lease.task_id, lease.attempt, lease.ttr,
+                     alive_for.get(lease.task_id), lease.written]
         args += list(watched)
-        lost, siblings, expired, now, revived, flags = self._run("renew", keys, args)
+        lost, siblings, expired, now, revived, progress, renewed, canceled = self._run(
+            "renew", keys, args)
         return Renewal(dict(zip(lost[::2], lost[1::2])),
                        dict(zip(siblings[::2], siblings[1::2])), list(expired), float(now),
-                       bool(int(revived)),
-                       {task_id: (cancel, progress) for task_id, cancel, progress
-                        in zip(flags[::3], flags[1::3], flags[2::3])})
+                       bool(int(revived)), dict(zip(progress[::2], progress[1::2])),
+                       dict(zip(renewed[::2], renewed[1::2])), frozenset(canceled))
 
     def forget_worker(self, worker_id: str, machine: str | None) -> None:
         """Drop a worker's record, identity and machine membership."""
@@ -524,7 +550,7 @@ class Scripts(ScriptRunner):
         if not int(index):
             return None, passed
         return Reservation.from_reply(task_id, queues[int(index) - 1], flat,
-                                      [*reply[3:6], reply[11]]), passed
+                                      [*reply[3:6], reply[11]], reply[12]), passed
 
     def start(self, queue: str, task_id: str, listener_id: str, pid: int, now: float,
               attempt: int | str | None = None, pstart: str | None = None) -> Outcome:
@@ -670,7 +696,7 @@ class Scripts(ScriptRunner):
         keys = [k.task(task_id), k.pending(queue), k.prioritized(queue), k.scheduled(queue),
                 k.identifiers(queue), k.canceled(queue), k.expiry(queue), k.statistics(queue),
                 k.utubes(queue), k.utube_waiting(queue), k.queue_settings(queue),
-                k.retention(queue), k.throughput(queue, int(now // 60))]
+                k.retention(queue), k.throughput(queue, int(now // 60)), k.canceling(queue)]
         reply = self._run("cancel", keys, [task_id, queue, now, k.utube_lists(queue),
                                            k.task_prefix, k.wake_channel(queue),
                                            retention.result_ttl, retention.failure_ttl])

@@ -262,6 +262,11 @@ class KeySpace:
         not move for their `stall_timeout`), scored by when each was flagged."""
         return self._own("stalled", queue)
 
+    def canceling(self, queue: str) -> str:
+        """Set of the running tasks of a queue whose cancel was asked and not yet applied:
+        their holders read it at each beat (one read per queue, however many tasks run)."""
+        return self._own("canceling", queue)
+
     def throughput(self, queue: str, minute: int) -> str:
         """Hash of the tasks of a queue finished in one minute (`minute`: Unix time // 60):
         `complete`, `failed`, `canceled`; it expires two hours after it was last written."""

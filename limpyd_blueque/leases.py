@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from queue import Empty, SimpleQueue
 from typing import TYPE_CHECKING, Any, Callable, cast
 
-from .atomic import Beat, Renewal, Scripts
+from .atomic import Beat, Lease, Renewal, Scripts
 from .connection import private_client
 from .exceptions import RedisUnavailable
 from .liveness import MACHINE_ID, host_name, process_alive, process_start_time
@@ -32,6 +32,7 @@ from .values import MAX_SECONDS
 
 if TYPE_CHECKING:
     from .models import Queue
+    from .watching import TaskWatch
 
 logger = logging.getLogger(__name__)
 #: statuses a lost lease may show without its task being taken from us: our own outcome
@@ -64,10 +65,9 @@ class LeaseKeeper:
 
     def __init__(self, listener_id: str, queues: Sequence[Queue], tasks: RunningTasks, *,
                  heartbeat_interval: float, liveness_interval: float,
-                 liveness_timeout: float,
-                 watch: Callable[[dict[str, tuple[str, str]]], None] | None = None) -> None:
+                 liveness_timeout: float, watch: TaskWatch | None = None) -> None:
         self.listener_id = listener_id
-        self.watch = watch  # given what each beat reads of the running tasks
+        self.watch = watch  # what each beat reads of the running tasks, and applies
         self.queue_model = type(queues[0])
         self.tasks = tasks
         self.heartbeat_interval = heartbeat_interval
@@ -121,33 +121,35 @@ class LeaseKeeper:
         # long call holding the GIL): it speaks for itself for a whole lease
         alive_for = {task.task_id: task.ttr or MAX_SECONDS for task in running
                      if task.origin is Origin.IN_PROCESS}
+        watch = self.watch
         try:
             renewal = self.scripts.upkeep.renew(
                 leases, beat=self.identity, alive_for=alive_for,
                 liveness_timeout=self.liveness_timeout,
-                watched=[task.task_id for task in running] if self.watch else ())
+                watched=watch.to_read(running) if watch else (),
+                canceling=sorted({task.queue_name for task in running}) if watch else ())
         except RedisUnavailable:
             self._fresh_since = None  # until it beats again, it judges no one
             raise
         if due:
             self._next_renewal = time.monotonic() + self.renewal_interval()
+        self.tasks.renewed(leases, renewal.renewed)
         self._post_lost(renewal, leases)
-        if self.watch is not None:
-            self.watch(renewal.watched)
+        if watch is not None:
+            watch.seen(renewal.canceling, renewal.watched)
         if renewal.revived and self._last_beat is not None:
             self.revived = True  # taken for dead meanwhile: the worker registers again
             self.tasks.wake()
         self._judge(renewal)
 
-    def _post_lost(self, renewal: Renewal, leases: list[tuple[str, str, int, float | None]]
-                   ) -> None:
-        renewed = {task_id: attempt for _, task_id, attempt, _ in leases}
+    def _post_lost(self, renewal: Renewal, leases: list[Lease]) -> None:
+        renewed = {lease.task_id: lease.attempt for lease in leases}
         running = {task.task_id: task for task in self.tasks.snapshot()}
         for task_id, status in renewal.lost.items():
             task = running.get(task_id)
             # the attempt renewed, not the one running now: it may be a newer one
             if status not in FINISHED_BY_US and task is not None and task_id in renewed:
-                self.tasks.post_for(task_id, renewed[task_id], Event.LEASE_LOST, status)
+                self.tasks.post_for(task_id, int(renewed[task_id]), Event.LEASE_LOST, status)
 
     def _judge(self, renewal: Renewal) -> None:
         """Post the workers found dead: of this machine, by their process; of another, by
@@ -238,8 +240,8 @@ def watch_orphaned(current: Callable[[], RunningTask | None], scripts: Callable[
             return
         if not made:
             made.append(scripts())
-        lost = made[0].upkeep.renew([(task.queue_name, task.task_id, task.attempt, task.ttr)],
-                             alive_for={task.task_id: liveness_timeout}).lost
+        lost = made[0].upkeep.renew([Lease(task.queue_name, task.task_id, task.attempt, task.ttr)],
+                                    alive_for={task.task_id: liveness_timeout}).lost
         if lost and lost.get(task.task_id) not in FINISHED_BY_US:
             on_lost(task, lost[task.task_id])
             os.killpg(0, signal.SIGKILL)  # the task's own children too

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Callable
 
-from .atomic import Reservation
+from .atomic import Lease, Reservation
 
 if TYPE_CHECKING:
     from .models import Job, Queue
@@ -99,6 +99,14 @@ class RunningTask:
     stalled_since: float | None = None
     #: when its process gets SIGKILL after a cancel (monotonic; None: not canceling)
     kill_at: float | None = None
+    #: the deadline of its lease as last written by this worker (see `Lease.written`)
+    lease: str = ""
+    #: when the beat last read its progress (Unix time; 0: never)
+    progress_read_at: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not self.lease and self.job.task is not None:
+            self.lease = self.job.task.lease or ""
 
     @property
     def reservation(self) -> Reservation:
@@ -191,10 +199,17 @@ class RunningTasks:
     def by_pid(self) -> dict[int, RunningTask]:
         return {task.pid: task for task in self.snapshot() if task.pid is not None}
 
-    def leases(self) -> list[tuple[str, str, int, float | None]]:
-        """`(queue, id, attempt, ttr)` of the tasks whose lease must be renewed."""
-        return [(t.queue_name, t.task_id, t.attempt, t.ttr) for t in self.snapshot()
+    def leases(self) -> list[Lease]:
+        """The leases to renew: of the tasks still running."""
+        return [Lease(t.queue_name, t.task_id, t.attempt, t.ttr, t.lease) for t in self.snapshot()
                 if t.state in (TaskState.RUNNING, TaskState.TIMED_OUT, TaskState.CANCELING)]
+
+    def renewed(self, leases: list[Lease], deadlines: dict[str, str]) -> None:
+        """Note the deadlines a renewal wrote, for the attempts it renewed (any thread)."""
+        for lease in leases:
+            task = self._tasks.get(lease.task_id)
+            if task is not None and task.attempt == lease.attempt and lease.task_id in deadlines:
+                task.lease = deadlines[lease.task_id]
 
     def watched(self) -> bool:
         """True when some task needs the loop to look often (a run time limit, adoption,

@@ -1,14 +1,16 @@
 """What a worker learns of its running tasks at each beat: a cancel asked, progress that
 moved, a task that stalled.
 
-The lease keeper's beat reads, for every task the worker runs, its `cancel_requested` and
-`progress` fields (one script for all, see `atomic.Upkeep.renew`) and hands them to
-`TaskWatch.seen`, in the keeper's thread. A cancel is posted to the worker's thread (which
-stops the task's process, see `execution.TaskRunner.apply`) and told to the job at once (a
-task run in the worker's own process stops at its next `set_progress`). A task whose
-progress stayed still for its stall timeout is flagged in Redis and handed to the worker's
-`job_stalled` hook, here, in the keeper's thread: the worker's own thread may be running
-that very task.
+The lease keeper's beat (one script for all, see `atomic.Upkeep.renew`) reads which
+running tasks of the worker's queues were asked to cancel (one set per queue), and the
+`progress` of the tasks `to_read` names: only tasks with a stall timeout, each every
+tenth of that timeout (at least every `liveness_interval`), so that what a beat costs
+Redis does not grow with the tasks a worker runs. `TaskWatch.seen` applies it, in the
+keeper's thread. A cancel is posted to the worker's thread (which stops the task's
+process, see `execution.TaskRunner.apply`) and told to the job at once (a task run in
+the worker's own process stops at its next `set_progress`). A task whose progress stayed
+still for its stall timeout is flagged in Redis and handed to the worker's `job_stalled`
+hook, here, in the keeper's thread: the worker's own thread may be running that very task.
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ if TYPE_CHECKING:
 
 #: statuses in which a task is still held by an attempt
 HELD = ("reserved", "started")
+#: reads of a task's progress within its stall timeout: a stall is seen at most this
+#: fraction of the timeout late
+READS_PER_STALL_TIMEOUT = 10
 
 
 class TaskWatch:
@@ -37,27 +42,37 @@ class TaskWatch:
         self.hooks = hooks
         self.scripts = scripts
 
-    def seen(self, watched: dict[str, tuple[str, str]], now: float | None = None) -> None:
-        """Apply a beat's reading of each task: `{task id: (cancel_requested, progress)}`."""
+    def to_read(self, running: list[RunningTask], now: float | None = None) -> list[str]:
+        """The ids of the running tasks whose progress the next beat reads: those with a
+        stall timeout, each once a tenth of that timeout went by since its last read."""
+        now = time.time() if now is None else now
+        due = []
+        for task in running:
+            timeout = self.stall_timeout(task)
+            if (timeout and task.state is TaskState.RUNNING
+                    and now - task.progress_read_at >= timeout / READS_PER_STALL_TIMEOUT):
+                task.progress_read_at = now
+                due.append(task.task_id)
+        return due
+
+    def seen(self, canceling: frozenset[str], progress: dict[str, str],
+             now: float | None = None) -> None:
+        """Apply a beat's reading: the ids of the tasks whose cancel was asked, and the
+        `progress` of the tasks read, by id."""
         now = time.time() if now is None else now
         for task in self.tasks.snapshot():
-            flags = watched.get(task.task_id)
-            if flags is None or task.state is not TaskState.RUNNING:
+            if task.state is not TaskState.RUNNING:
                 continue
             try:
-                self.seen_one(task, *flags, now)
+                if task.task_id in canceling:
+                    task.job.note_cancel_requested()
+                    self.tasks.post(task, Event.CANCEL)
+                elif task.task_id in progress:
+                    self.moved(task, Progress.from_text(progress[task.task_id]))
+                    self.check_stall(task, now)
             except Exception:  # noqa: BLE001 - one task's trouble never stops the beat
                 self.hooks.log(f"[{task.queue_name}|{task.task_id}] could not apply what the "
                                "beat read of it", logging.ERROR, exc_info=True)
-
-    def seen_one(self, task: RunningTask, cancel: str, progress: str, now: float) -> None:
-        """A running task's cancel request, progress and stall."""
-        if cancel:
-            task.job.note_cancel_requested()
-            self.tasks.post(task, Event.CANCEL)
-            return
-        self.moved(task, Progress.from_text(progress))
-        self.check_stall(task, now)
 
     @staticmethod
     def moved(task: RunningTask, progress: Progress | None) -> None:

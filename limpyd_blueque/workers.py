@@ -91,7 +91,7 @@ class Worker(WorkerHooks):
                              heartbeat_interval=self.heartbeat_interval,
                              liveness_interval=self.liveness_interval,
                              liveness_timeout=self.liveness_timeout)
-        keeper.watch = TaskWatch(self.tasks, self, keeper.scripts_or_fail).seen
+        keeper.watch = TaskWatch(self.tasks, self, keeper.scripts_or_fail)
         return keeper
 
     def make_recovery(self, keeper: LeaseKeeper) -> Recovery:

@@ -11,7 +11,7 @@ import pytest
 from jobs import RecordingJob, events
 
 from limpyd_blueque import Job, Queue, Worker
-from limpyd_blueque.atomic import Reservation
+from limpyd_blueque.atomic import Lease, Reservation
 from limpyd_blueque.leases import LeaseKeeper, Terms
 from limpyd_blueque.outcomes import OutcomeRecorder
 from limpyd_blueque.recovery import Recovery
@@ -74,7 +74,7 @@ def test_only_running_tasks_have_their_lease_renewed(database):
     tasks = RunningTasks()
     task = running_task(ttr=9.0)
     tasks.add(task)
-    assert tasks.leases() == [("p", "t1", 1, 9.0)]
+    assert tasks.leases() == [Lease("p", "t1", 1, 9.0)]
     task.move(Event.RECORDED)
     assert tasks.leases() == []
 

@@ -10,6 +10,7 @@ from helpers import LISTENER, OTHER
 from helpers import take as reserve
 
 from limpyd_blueque import InvalidTransition, Job, Queue, TaskNotFound
+from limpyd_blueque.atomic import Lease
 from limpyd_blueque.exceptions import ConfigurationError, QueueBusy
 
 QUEUE_NAME = "tt"
@@ -133,7 +134,7 @@ def test_touch_extends_the_lease_and_the_heartbeat_does_not_shorten_it(queue, co
     assert job.touch(600) is True
     after = conn.zscore("blueque:leases:tt", job.task_id)
     assert after == pytest.approx(before + 600, abs=1)
-    Queue.scripts().upkeep.renew([("tt", job.task_id, job.task.attempt, 30)])
+    Queue.scripts().upkeep.renew([Lease("tt", job.task_id, job.task.attempt, 30)])
     assert conn.zscore("blueque:leases:tt", job.task_id) == pytest.approx(after, abs=0.01)
     with pytest.raises(ConfigurationError):
         job.touch(-5)

@@ -9,7 +9,7 @@
 -- KEYS[7] <prefix>:expiry:<queue>, KEYS[8] <prefix>:stats:<queue>,
 -- KEYS[9] <prefix>:utubes:<queue>, KEYS[10] <prefix>:utube_waiting:<queue>,
 -- KEYS[11] <prefix>:queue:<queue> (settings), KEYS[12] <prefix>:retention:<queue>,
--- KEYS[13] <prefix>:stats:<queue>:m:<minute>
+-- KEYS[13] <prefix>:stats:<queue>:m:<minute>, KEYS[14] <prefix>:canceling:<queue>
 -- ARGV[1] task id, ARGV[2] queue the caller believes the task is in, ARGV[3] now,
 -- ARGV[4] name prefix of the utube lists, ARGV[5] key prefix of task hashes, ARGV[6]
 -- wake-up channel, ARGV[7] default result ttl, ARGV[8] default failure ttl
@@ -19,7 +19,7 @@
 local refused = refuse_misfit({{KEYS[1], 'hash'}, {KEYS[2], 'list'}, {KEYS[3], 'zset'},
     {KEYS[4], 'zset'}, {KEYS[5], 'hash'}, {KEYS[6], 'list'}, {KEYS[7], 'zset'},
     {KEYS[8], 'hash'}, {KEYS[9], 'hash'}, {KEYS[10], 'zset'}})
--- KEYS[11] to KEYS[13]: indexes beside the task, see _finished.lua
+-- KEYS[11] to KEYS[14]: indexes beside the task, see _finished.lua
 if refused then return refused end
 local id = ARGV[1]
 local status, refusal = status_among(KEYS[1], ARGV[2], {pending = true, scheduled = true,
@@ -27,6 +27,8 @@ local status, refusal = status_among(KEYS[1], ARGV[2], {pending = true, schedule
 if not status then return refusal end
 if status == 'reserved' or status == 'started' then
     if not canceling(KEYS[1]) then redis.call('HSET', KEYS[1], 'cancel_requested', ARGV[3]) end
+    -- where its holder's beat reads it (see renew.lua), passed over when of another type
+    redis.pcall('SADD', KEYS[14], id)
     return {2, redis.call('HGET', KEYS[1], 'node') or ''}
 end
 line_remove(KEYS[2], KEYS[3], id)

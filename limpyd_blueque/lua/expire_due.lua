@@ -12,18 +12,20 @@
 -- ARGV[7] default failure ttl (see _finished.lua)
 -- An entry whose task no longer waits (it ran, or is gone) is only removed.
 -- Returns the ids expired.
+local clock = redis.call('TIME')
+local server_now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
+local due = redis.pcall('ZRANGEBYSCORE', KEYS[1], '-inf', string.format('%.6f', server_now),
+    'LIMIT', 0, tonumber(ARGV[3]))
+-- nothing due: done, in two commands (the type checks are for the steps that write)
+if type(due) == 'table' and not due.err and #due == 0 then return {} end
 local refused = refuse_misfit({{KEYS[1], 'zset'}, {KEYS[2], 'list'}, {KEYS[3], 'zset'},
     {KEYS[4], 'zset'}, {KEYS[5], 'hash'}, {KEYS[6], 'list'}, {KEYS[7], 'hash'},
     {KEYS[8], 'hash'}, {KEYS[9], 'zset'}})  -- KEYS[10], KEYS[11]: see _finished.lua
 if refused then return refused end
-local clock = redis.call('TIME')
-local server_now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
 local k = {expiry = KEYS[1], pending = KEYS[2], prioritized = KEYS[3], scheduled = KEYS[4],
     identifiers = KEYS[5], expired = KEYS[6], stats = KEYS[7], retention = KEYS[10],
     settings = KEYS[11], failure_ttl = ARGV[7],
     u = utube_keys(KEYS[8], KEYS[9], ARGV[4], ARGV[2], ARGV[5], KEYS[2], KEYS[3])}
-local due = redis.call('ZRANGEBYSCORE', k.expiry, '-inf', string.format('%.6f', server_now),
-    'LIMIT', 0, tonumber(ARGV[3]))
 local out, woken = {}, 0
 for _, id in ipairs(due) do
     local key = ARGV[2] .. id

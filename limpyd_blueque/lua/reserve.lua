@@ -33,7 +33,8 @@
 -- Returns {queue index (0: nothing), task id, task hash as a flat list, ttr, max run time,
 --   max attempts ('' for none), dropped ids, quarantined (flat: queue, id, problem),
 --   broken (flat: queue index, problem), 1 when it stopped early at the ARGV[8] bound,
---   the ids expired on the way, the task's (or its queue's) stall timeout ('': none)}.
+--   the ids expired on the way, the task's (or its queue's) stall timeout ('': none),
+--   its lease's deadline as written ('+inf': none)}.
 local prefix, listener, now, pid = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local bound = tonumber(ARGV[8]) or 100
 local clock = redis.call('TIME')
@@ -143,8 +144,11 @@ while passed < bound do
     else
         local ttr, max_run_time, max_attempts, stall = lease_terms(key, k.settings,
             ARGV[7 + 3 * i], ARGV[6], ARGV[7])
+        -- as its holder's beats compare it (see renew.lua): the text Redis keeps
         local deadline = '+inf'
-        if ttr ~= 'never' and ttr and ttr > 0 then deadline = server_now + ttr end
+        if ttr ~= 'never' and ttr and ttr > 0 then
+            deadline = string.format('%.17g', server_now + ttr)
+        end
         redis.call('HINCRBY', key, 'attempt', 1)
         if pid == '' then
             redis.call('HSET', key, 'status', 'reserved', 'node', listener, 'updated', now)
@@ -159,7 +163,7 @@ while passed < bound do
         redis.call('HINCRBY', k.stats, 'calls.take', 1)
         return {i, id, redis.call('HGETALL', key), term_text(ttr),
             term_text(max_run_time), term_text(max_attempts), dropped, quarantined,
-            broken, 0, expired, term_text(stall)}
+            broken, 0, expired, term_text(stall), deadline}
     end
 end
 local more = 0
