@@ -44,6 +44,10 @@ if TYPE_CHECKING:
 
 #: seconds a task process is given to stop after SIGTERM before SIGKILL
 INTERRUPT_GRACE = 10.0
+#: seconds between two looks at every running task's deadlines (run time, cancel grace),
+#: and between two reaps when no SIGCHLD said a child ended (a safety net)
+LOOK_INTERVAL = 0.1
+REAP_INTERVAL = 1.0
 
 
 class TaskRunner:
@@ -226,12 +230,18 @@ class ForkedRunner(TaskRunner):
         self.notices: DoneNotices | None = None
         self.exiting: set[int] = set()  # done with their task, not reaped yet
         self._sigchld: Any = None
+        # what a turn of the loop looks at costs nothing per running task unless a child
+        # ended (SIGCHLD), a task process spoke, or a deadline may have passed
+        self._child_ended = True
+        self._next_reap = 0.0
+        self._next_look = 0.0
 
     def describe(self) -> str:
         return f"{self.worker.concurrency} forked process(es)"
 
     def start(self) -> None:
-        self._sigchld = signal.signal(signal.SIGCHLD, _wake)  # a child's end ends a wait
+        # a child's end ends a wait, and has the next turn reap
+        self._sigchld = signal.signal(signal.SIGCHLD, self._on_sigchld)
         # the objects made so far are never collected again: a task process then does
         # not copy every page of the worker while its garbage collector walks them
         gc.freeze()
@@ -298,12 +308,44 @@ class ForkedRunner(TaskRunner):
         return side.run()
 
     # -- what happened -----------------------------------------------------------------------------
+    def _on_sigchld(self, signum: int, frame: Any) -> None:
+        self._child_ended = True
+
     def collect(self) -> None:
-        by_pid = {pid: task for pid, task in self.tasks.by_pid().items()
-                  if task.origin is Origin.FORKED}
+        now = time.monotonic()
+        reaping = self._child_ended or now >= self._next_reap
+        if reaping:  # cleared first: a child ending meanwhile is reaped at the next turn
+            self._child_ended, self._next_reap = False, now + REAP_INTERVAL
+        self.collect_ended(reaping)
+        if now >= self._next_look:
+            self._next_look = now + LOOK_INTERVAL
+            for task in self.tasks.snapshot():
+                if task.origin is Origin.FORKED and task.overdue:
+                    self.apply(task, Event.OVERDUE)
+                if task.kill_at is not None and now >= task.kill_at:  # canceled, past its grace
+                    task.kill_at = None
+                    signal_group(task.pid, signal.SIGKILL)
+        if reaping and self._spare is not None and reap([self._spare.pid]):
+            self._spare.close()
+            self._spare = None  # died while waiting: the next task gets a new one
+        super().collect()
+        if not len(self.tasks) and self.worker.status == "running":
+            self.worker.set_status("waiting")
+
+    def collect_ended(self, reaping: bool) -> None:
+        """Apply the ends of task processes: reaped (when `reaping`), or told on the
+        notices pipe."""
+        by_pid: dict[int, RunningTask] = {}
+        if reaping:
+            by_pid = {pid: task for pid, task in self.tasks.by_pid().items()
+                      if task.origin is Origin.FORKED}
         # reaped first: every notice an ended process gave is in the pipe by now
         ended = reap(by_pid)
-        for kind, pid in self.notices.collect() if self.notices else ():
+        notices = self.notices.collect() if self.notices else []
+        if notices and not reaping:
+            by_pid = {pid: task for pid, task in self.tasks.by_pid().items()
+                      if task.origin is Origin.FORKED}
+        for kind, pid in notices:
             task = by_pid.get(pid)
             if task is not None:
                 self.apply(task, Event.RECORDED)
@@ -313,20 +355,8 @@ class ForkedRunner(TaskRunner):
         for pid, status in ended:
             self.exiting.discard(pid)
             self.apply(by_pid[pid], Event.ENDED, status)  # ignored if it said it was done
-        self.reap_exiting()
-        now = time.monotonic()
-        for task in self.tasks.snapshot():
-            if task.origin is Origin.FORKED and task.overdue:
-                self.apply(task, Event.OVERDUE)
-            if task.kill_at is not None and now >= task.kill_at:  # canceled, past its grace
-                task.kill_at = None
-                signal_group(task.pid, signal.SIGKILL)
-        if self._spare is not None and reap([self._spare.pid]):
-            self._spare.close()
-            self._spare = None  # died while waiting: the next task gets a new one
-        super().collect()
-        if not len(self.tasks) and self.worker.status == "running":
-            self.worker.set_status("waiting")
+        if reaping:
+            self.reap_exiting()
 
     def reap_exiting(self, wait: bool = False) -> None:
         """Collect the task processes that said they are done and then exited."""
@@ -433,7 +463,3 @@ class TaskProcess(TaskRunner):
                        logging.ERROR, exc_info=True)
             return EXIT_REDIS_UNAVAILABLE
         return 0
-
-
-def _wake(signum: int, frame: Any) -> None:
-    """SIGCHLD handler: its only job is to exist, so the signal wakes the worker's wait."""

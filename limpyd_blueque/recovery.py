@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 #: seconds a clean spends at most deleting what outlived its retention
 RETENTION_BUDGET = 0.25
+#: seconds between two looks at whether the processes of adopted tasks are still there
+ADOPTED_POLL = 0.2
 
 
 class Recovery:
@@ -52,6 +54,7 @@ class Recovery:
         #: `log(message, level)`: the worker's own, so that its lines carry its id
         self.log = log or (lambda message, level=logging.INFO: logger.log(level, message))
         self._next_clean = 0.0
+        self._next_poll = 0.0
 
     # -- dead workers --------------------------------------------------------------------------
     def take_back(self, dead: DeadWorker) -> dict[str, str]:
@@ -182,7 +185,12 @@ class Recovery:
                  "watching it")
 
     def poll_adopted(self) -> None:
-        """Post `ENDED` for the adopted tasks whose process is gone."""
+        """Post `ENDED` for the adopted tasks whose process is gone (looked at every
+        `ADOPTED_POLL` seconds: a turn of the worker's loop costs nothing per task)."""
+        now = time.monotonic()
+        if now < self._next_poll:
+            return
+        self._next_poll = now + ADOPTED_POLL
         for task in self.tasks.snapshot():
             if task.origin is Origin.ADOPTED and not process_alive(task.pid, task.pstart):
                 self.tasks.post(task, Event.ENDED)
