@@ -5,6 +5,7 @@
     python3 bench/concurrency.py --quick          # levels 1 and 2, short windows (smoke run)
     python3 bench/concurrency.py --levels 1,50    # chosen levels
     python3 bench/concurrency.py --window 10      # another Redis window (seconds)
+    python3 bench/concurrency.py --no-peers       # without RQ and Celery (bench/many_peers.py)
 
 One private redis-server (`EmbeddedRedis`, no persistence, in a temporary directory
 removed at the end), and for each level N, with every worker setting at its default
@@ -82,6 +83,10 @@ FULL = {"levels": [1, 2, 50, 500], "window": 60.0, "probes": 20, "settle": 2.0}
 QUICK = {"levels": [1, 2], "window": 10.0, "probes": 10, "settle": 1.0}
 TARGETS = {"pss_ratio_max": 1.5, "cmds_per_s_per_1000_max": 50.0, "pickup_p99_ms_max": 10.0}
 MIB = 1024 * 1024
+#: seconds of the peers' Redis window: RQ's per-job heartbeats come every 30 s
+PEER_WINDOW = 30.0
+#: forks timed in the reference process (each child exits at once)
+FORK_SAMPLES = 30
 #: the calls of a script by a client; every other command counted runs inside one
 SCRIPT_COMMANDS = {"eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro"}
 #: a task process's memory until one is measured (bytes): what the memory check assumes
@@ -271,6 +276,21 @@ def command_deltas(before: dict[str, Any], after: dict[str, Any]) -> dict[str, i
     return dict(sorted(deltas.items(), key=lambda item: -item[1]))
 
 
+def redis_window(client: redis.Redis, window: float, n: int) -> dict[str, Any]:
+    """Commands per second while the N tasks run and nothing else talks to Redis."""
+    clients = client.info("clients")["connected_clients"]
+    before, began = client.info("commandstats"), time.monotonic()
+    time.sleep(window)
+    after, elapsed = client.info("commandstats"), time.monotonic() - began
+    deltas = command_deltas(before, after)
+    per_s = sum(deltas.values()) / elapsed
+    scripts = sum(calls for name, calls in deltas.items() if name in SCRIPT_COMMANDS)
+    return {"window_s": elapsed, "commands": sum(deltas.values()), "per_s": per_s,
+            "per_s_per_1000_tasks": per_s * 1000 / n, "script_calls_per_s": scripts / elapsed,
+            "per_command_per_s": {name: calls / elapsed for name, calls in deltas.items()},
+            "connected_clients": clients}
+
+
 def fit_line(points: list[tuple[float, float]]) -> tuple[float, float] | None:
     """Least squares `y = a + b x`: (a, b), or None with fewer than two distinct x."""
     if len({x for x, _ in points}) < 2:
@@ -388,24 +408,16 @@ class Bench:
             self.processes.kill(worker)
 
     def redis_window(self, n: int) -> dict[str, Any]:
-        """Commands per second while the N tasks run and nothing else talks to Redis."""
-        clients = self.client.info("clients")["connected_clients"]
-        before, began = self.client.info("commandstats"), time.monotonic()
-        time.sleep(self.cfg["window"])
-        after, elapsed = self.client.info("commandstats"), time.monotonic() - began
-        deltas = command_deltas(before, after)
-        per_s = sum(deltas.values()) / elapsed
-        scripts = sum(calls for name, calls in deltas.items() if name in SCRIPT_COMMANDS)
-        return {"window_s": elapsed, "commands": sum(deltas.values()), "per_s": per_s,
-                "per_s_per_1000_tasks": per_s * 1000 / n, "script_calls_per_s": scripts / elapsed,
-                "per_command_per_s": {name: calls / elapsed for name, calls in deltas.items()},
-                "connected_clients": clients}
+        return redis_window(self.client, self.cfg["window"], n)
 
-    def bare_fork(self, n: int) -> dict[str, Any]:
+    def bare_fork(self, n: int, talk: bool = False) -> dict[str, Any]:
         """Phase 2: median memory of N children forked by a process that imported the
-        same modules, doing nothing."""
+        same modules, doing nothing (with `talk`: each made one Redis round trip with
+        redis-py first, the least a task process that uses Redis does); and how long one
+        fork of that process takes."""
         reference = self.processes.start(
-            [sys.executable, str(Path(__file__).resolve()), "--reference-children", str(n)],
+            [sys.executable, str(Path(__file__).resolve()), "--reference-children", str(n),
+             *(["--reference-redis", self.url] if talk else [])],
             "reference", stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         try:
             assert reference.stdout is not None
@@ -414,11 +426,16 @@ class Bench:
                 raise RuntimeError("the reference process failed: "
                                    + tail(self.processes.workdir / "reference.log"))
             time.sleep(self.cfg["settle"])
-            pids = json.loads(line)
+            made = json.loads(line)
+            pids = made["pids"]
             return {**memory_of(pids), "private_of_one": private_by_mapping(pids[0]),
-                    "modules": list(REFERENCE_MODULES)}
+                    "modules": list(REFERENCE_MODULES), "fork_ms": made["fork_ms"]}
         finally:
             self.processes.kill(reference)
+
+    def bare_fork_redis(self, n: int) -> dict[str, Any]:
+        """Phase 2b: as `bare_fork`, each child having made one Redis round trip."""
+        return self.bare_fork(n, talk=True)
 
     def pickup(self, n: int) -> dict[str, Any]:
         """Phase 3: concurrency N+1, N running; `probes` short tasks, one at a time."""
@@ -457,11 +474,14 @@ class Bench:
             log(f"level {asked} capped to {n}: not enough memory for {asked} processes")
         try:
             for phase, measure in (("running", self.running), ("bare_fork", self.bare_fork),
+                                   ("bare_fork_redis", self.bare_fork_redis),
                                    ("pickup", self.pickup)):
                 log(f"N={n}: {phase}")
                 result[phase] = measure(n)
             result["pss_ratio"] = (result["running"]["tasks"]["pss_median"]
                                    / result["bare_fork"]["pss_median"])
+            result["pss_ratio_redis"] = (result["running"]["tasks"]["pss_median"]
+                                         / result["bare_fork_redis"]["pss_median"])
             result["uss_ratio"] = (result["running"]["tasks"]["uss_median"]
                                    / result["bare_fork"]["uss_median"])
         except Exception as error:  # noqa: BLE001 - recorded; the next level goes on
@@ -473,21 +493,34 @@ class Bench:
 
 
 # -- the bare fork reference -------------------------------------------------------------
-def reference_children(n: int) -> int:
-    """Import what a task process has imported, fork N children that only wait, print
-    their pids, and kill them when stdin closes."""
+def reference_children(n: int, url: str | None = None) -> int:
+    """Import what a task process has imported, time a fork of this process (the child
+    exits at once), fork N children that only wait (each first makes one Redis round trip
+    when `url` is given), print their pids and the fork time, and kill them when stdin
+    closes."""
     sys.path.insert(0, str(BENCH))
     for module in REFERENCE_MODULES:
         importlib.import_module(module)
     gc.collect()
+    gc.freeze()  # as the worker does before it forks
+    times = []
+    for _ in range(FORK_SAMPLES):
+        began = time.perf_counter()
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        times.append(time.perf_counter() - began)
+        os.waitpid(pid, 0)
     pids = []
     for _ in range(n):
         pid = os.fork()
         if pid == 0:
+            if url:
+                redis.Redis.from_url(url).ping()
             while True:
                 signal.pause()
         pids.append(pid)
-    print(json.dumps(pids), flush=True)
+    print(json.dumps({"pids": pids, "fork_ms": statistics.median(times) * 1000}), flush=True)
     sys.stdin.read()
     for pid in pids:
         os.kill(pid, signal.SIGKILL)
@@ -530,7 +563,8 @@ def mib(value: float) -> str:
 
 def table(levels: list[dict[str, Any]], goals: dict[str, Any]) -> str:
     headers = ["N", "all started (s)", "all running (s)", "task PSS/USS (MiB)",
-               "bare fork PSS/USS", "PSS ratio (USS)", "worker RSS MiB (/task)", "fds (/task)",
+               "bare fork PSS/USS", "bare fork + 1 Redis call", "PSS ratio (USS)",
+               "worker RSS MiB (/task)", "fds (/task)",
                "threads (/task)", "Redis cmds/s", "per 1,000 tasks", "pickup p50/p99 (ms)"]
     rows = []
     for level in levels:
@@ -544,6 +578,8 @@ def table(levels: list[dict[str, Any]], goals: dict[str, Any]) -> str:
             f"{run['start']['all_started_s']:.3f}", f"{run['start']['all_running_s']:.3f}",
             f"{mib(run['tasks']['pss_median'])} / {mib(run['tasks']['uss_median'])}",
             f"{mib(bare['pss_median'])} / {mib(bare['uss_median'])}",
+            f"{mib(level['bare_fork_redis']['pss_median'])} / "
+            f"{mib(level['bare_fork_redis']['uss_median'])}",
             f"{level['pss_ratio']:.2f} (USS {level['uss_ratio']:.1f})",
             f"{mib(work['rss'])} ({mib(work['rss_per_task'])})",
             f"{work['fds']} ({work['fds_per_task']:.2f})",
@@ -608,12 +644,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="seconds of the Redis window (default 60; --quick: 10)")
     parser.add_argument("--probes", type=int, help="pickup probes per level (default 20)")
     parser.add_argument("--output", type=Path, default=RESULTS, help="the JSON file to write")
+    parser.add_argument("--no-peers", action="store_true",
+                        help="limpyd-blueque only (no RQ and Celery, bench/many_peers.py)")
     parser.add_argument("--reference-children", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--reference-redis", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.levels and not all(part.strip().isdigit() and int(part) > 0
-                               for part in args.levels.split(",")):
+    if args.levels and not valid_levels(args.levels):
         parser.error(f"--levels: positive whole numbers, comma separated, not {args.levels!r}")
     return args
+
+
+def valid_levels(text: str) -> bool:
+    """True for levels such as '1,2,50': positive whole numbers, comma separated."""
+    return all(part.strip().isdigit() and int(part) > 0 for part in text.split(","))
 
 
 def interrupted(signum: int, frame: Any) -> None:
@@ -623,7 +666,7 @@ def interrupted(signum: int, frame: Any) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.reference_children is not None:
-        return reference_children(args.reference_children)
+        return reference_children(args.reference_children, args.reference_redis)
     cfg = dict(QUICK if args.quick else FULL)
     if args.levels:
         cfg["levels"] = [int(part) for part in args.levels.split(",")]
@@ -636,6 +679,7 @@ def main(argv: list[str] | None = None) -> int:
         log("could not become a subreaper: orphaned task processes are reaped by PID 1")
     workdir = Path(tempfile.mkdtemp(prefix="blueque-concurrency-"))
     processes, server, levels = Processes(workdir), None, []
+    peers: dict[str, list[dict[str, Any]]] = {}
     try:
         (workdir / "redis").mkdir()
         server = EmbeddedRedis(persistence=False, directory=str(workdir / "redis")).start()
@@ -643,6 +687,11 @@ def main(argv: list[str] | None = None) -> int:
         redis_version = bench.client.info("server")["redis_version"]
         for n in cfg["levels"]:
             levels.append(bench.level(n))
+        processes.kill_all()
+        if not args.no_peers:  # RQ and Celery, same levels, same Redis (flushed), same task
+            from many_peers import measure_peers
+            peers = measure_peers(cfg["levels"], server.url, min(cfg["window"], PEER_WINDOW),
+                                  cfg["probes"], args.quick)
     finally:
         processes.kill_all()
         if server is not None:
@@ -650,10 +699,13 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(workdir, ignore_errors=True)
     goals = targets(levels)
     report = {"meta": {**meta(cfg, args.quick, started), "redis_version": redis_version},
-              "levels": levels, "targets": goals}
+              "levels": levels, "targets": goals, "peers": peers}
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(report, indent=1) + "\n")
     print(table(levels, goals))
+    if peers:
+        from many_peers import table as peers_table
+        print("\n" + peers_table(peers))
     return 1 if any("error" in level for level in levels) else 0
 
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""Draw drain throughput and pickup latency per peer from bench/results/latest.json.
+"""Draw drain throughput and pickup latency per peer from bench/results/latest.json, and
+what one worker costs per running task from bench/results/concurrency.json.
 
     bench/.venvs/plot/bin/python bench/plot.py [results.json] [out.png]
+    bench/.venvs/plot/bin/python bench/plot.py --concurrency [concurrency.json] [out.png]
 
 matplotlib lives in the `plot` venv that bench/run.py makes (it is no dependency of
 the package); run with another python, this script re-runs itself in that venv.
@@ -31,7 +33,69 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 
+CONCURRENCY_JSON = BENCH / "results" / "concurrency.json"
+CONCURRENCY_PNG = BENCH.parent / "docs" / "_static" / "concurrency.png"
+MIB = 1024 * 1024
+
+
+def concurrency_series(report: dict) -> list[tuple[str, str, list[dict]]]:
+    """(label, color, levels measured) of limpyd-blueque and of each peer."""
+    series = [("limpyd-blueque (fork per task)", "#c0392b", report["levels"])]
+    colors = iter(["#2c7fb8", "#41ab5d", "#756bb1"])
+    for peer, levels in (report.get("peers") or {}).items():
+        series.append((peer, next(colors, "#636363"), levels))
+    return [(label, color, [level for level in levels if "error" not in level])
+            for label, color, levels in series]
+
+
+def concurrency(source: Path, target: Path) -> None:
+    """Four panels against N running tasks: task process PSS (and its bare fork), Redis
+    commands/s per 1,000 running tasks, pickup p99 while N run, time to start all N."""
+    report = json.loads(source.read_text())
+    fig, axes = plt.subplots(1, 4, figsize=(16, 4.2))
+    panels = [
+        ("PSS per task process (MiB)", lambda lv: lv["running"]["tasks"]["pss_median"] / MIB),
+        ("Redis commands/s per 1,000 running tasks",
+         lambda lv: lv["running"]["redis"]["per_s_per_1000_tasks"]),
+        ("pickup p99 while N run (ms)", lambda lv: lv["pickup"]["p99_ms"]),
+        ("time to start all N (s)", lambda lv: lv["running"]["start"]["all_running_s"]),
+    ]
+    for axis, (title, value) in zip(axes, panels):
+        for label, color, levels in concurrency_series(report):
+            points = [(lv["n"], value(lv)) for lv in levels]
+            if points:
+                axis.plot(*zip(*points), marker="o", color=color, label=label)
+        axis.set_xscale("log")
+        axis.set_yscale("log")
+        axis.set_xlabel("tasks running at once (N)")
+        axis.set_title(title, fontsize=10)
+    bare = [(lv["n"], lv["bare_fork"]["pss_median"] / MIB) for lv in report["levels"]
+            if "error" not in lv]
+    if bare:
+        axes[0].plot(*zip(*bare), linestyle="--", color="#c0392b", alpha=0.5,
+                     label="bare fork (same imports)")
+    targets = report["meta"]["targets"]
+    axes[1].axhline(targets["cmds_per_s_per_1000_max"], color="#999999", linestyle=":",
+                    label="target")
+    axes[2].axhline(targets["pickup_p99_ms_max"], color="#999999", linestyle=":",
+                    label="target")
+    axes[0].legend(fontsize=7)
+    axes[2].legend(fontsize=7)
+    meta = report["meta"]
+    fig.suptitle(f"One worker, N sleeping tasks at once — {meta['machine']} "
+                 f"({meta['started'][:10]}), redis {meta.get('redis_version', '?')}", fontsize=9)
+    fig.tight_layout()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(target, dpi=110)
+    print(f"wrote {target}")
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--concurrency"]:
+        arguments = sys.argv[2:]
+        concurrency(Path(arguments[0]) if arguments else CONCURRENCY_JSON,
+                    Path(arguments[1]) if len(arguments) > 1 else CONCURRENCY_PNG)
+        return
     source = Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_JSON
     target = Path(sys.argv[2]) if len(sys.argv) > 2 else DEFAULT_PNG
     report = json.loads(source.read_text())

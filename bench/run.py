@@ -5,6 +5,10 @@
     python3 bench/run.py --quick          # smoke run, under 2 minutes
     python3 bench/run.py --repetitions 5  # more repetitions
 
+A full run also runs bench/concurrency.py (many tasks at once, with its peers) and then
+writes docs/benchmarks.rst (bench/docs_page.py): one command gives every figure and every
+target's status.
+
 Each peer lives in its own virtualenv (`bench/.venvs/<peer>`, pinned versions from
 PyPI, made once and reused) and is driven by its adapter `bench/peers/<peer>.py`, run
 by that venv's python: one JSON request in argv, one JSON line out. All peers share
@@ -41,6 +45,7 @@ VENVS = BENCH / ".venvs"
 LOGS = BENCH / ".logs"
 RESULTS = BENCH / "results"
 PNG = REPO / "docs" / "_static" / "bench.png"
+CONCURRENCY_PNG = REPO / "docs" / "_static" / "concurrency.png"
 LB = "limpyd_blueque"
 
 # -- what is compared --------------------------------------------------------------------
@@ -63,6 +68,7 @@ PLOT_VENV = {"requirements": ["matplotlib==3.11.2"]}
 ROWS = [
     (LB, "worker-inprocess", "in-process", "limpyd-blueque Worker (in-process)"),
     (LB, "worker-fork", "fork", "limpyd-blueque Worker (fork per task)"),
+    (LB, "worker-fork2", "fork", "limpyd-blueque Worker (fork per task, concurrency 2)"),
     ("floor", "inprocess", "in-process", "floor: Blueque by hand, 1 Lua script/step"),
     ("blueque", "listen", "in-process", "blueque 1.0.1 (listen loop)"),
     ("blueque", "fork", "fork", "blueque 1.0.1 (ForkingRunner)"),
@@ -608,7 +614,26 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-options", action="store_true",
                         help="skip the task options scenario (limpyd-blueque)")
     parser.add_argument("--no-plot", action="store_true", help="do not draw the PNG")
+    parser.add_argument("--no-concurrency", action="store_true",
+                        help="skip the many-tasks-at-once benchmark (bench/concurrency.py)")
     return parser.parse_args(argv)
+
+
+def run_concurrency(quick: bool) -> dict:
+    """bench/concurrency.py, in a process of its own (its own private Redis): many
+    sleeping tasks at once, limpyd-blueque and its peers. Its JSON is read back."""
+    output = RESULTS / "concurrency.json"
+    began = time.monotonic()
+    done = subprocess.run([sys.executable, str(BENCH / "concurrency.py"), "--output", str(output),
+                           *(["--quick"] if quick else [])])
+    log(f"concurrency: exit {done.returncode} ({time.monotonic() - began:.0f} s)")
+    if not output.exists():
+        return {"ok": False, "error": f"bench/concurrency.py exited with {done.returncode} "
+                                      "and wrote nothing"}
+    report = json.loads(output.read_text())
+    return {"ok": done.returncode == 0, "report": report,
+            **({} if done.returncode == 0 else
+               {"error": f"bench/concurrency.py exited with {done.returncode}"})}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -683,6 +708,7 @@ def main(argv: list[str] | None = None) -> int:
                 log(f"options {rep}/{repetitions}: {status} ({result.get('seconds')} s)")
     finally:
         runner.close()
+    concurrency = {} if args.no_concurrency else run_concurrency(args.quick)
     per_rep, summary = collect(runs, rows)
     failures: dict = {}
     for run in runs:
@@ -696,6 +722,8 @@ def main(argv: list[str] | None = None) -> int:
         if not run.get("ok"):
             failures.setdefault(f"{LB}/options", []).append(
                 f"repetition {run['repetition']}: {run.get('error')}")
+    if concurrency and not concurrency.get("ok"):
+        failures.setdefault(f"{LB}/concurrency", []).append(concurrency.get("error"))
     ok_options = [run["figures"] for run in options_runs if run.get("ok")]
     options = {"runs": options_runs, "summary": {
         key: spread([figures[key] for figures in ok_options]) for key in
@@ -716,8 +744,16 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_plot and venvs.get("plot", {}).get("ok"):
         done = subprocess.run([str(venv_python("plot")), str(BENCH / "plot.py"),
                                str(RESULTS / "latest.json"), str(PNG)])
+        if concurrency.get("report"):
+            done = subprocess.run([str(venv_python("plot")), str(BENCH / "plot.py"),
+                                   "--concurrency", str(RESULTS / "concurrency.json"),
+                                   str(CONCURRENCY_PNG)])
         if done.returncode:
             log("plot failed")
+    if not args.quick and not wanted ^ set(PEERS) and concurrency.get("report"):
+        # a full run of every part: the documentation page follows it
+        if subprocess.run([sys.executable, str(BENCH / "docs_page.py")]).returncode:
+            log("docs/benchmarks.rst: not written (see above)")
     log(f"done in {time.monotonic() - began:.0f} s")
     return 0
 

@@ -7,6 +7,7 @@ Worker modes, both through `limpyd_blueque.Worker` with `callback` = the no-op t
 * `worker-inprocess` (`fork=False`): tasks run in the worker process.
 * `worker-fork` (`fork=True`): each task runs in a process of its own, forked ahead
   (the worker keeps one spare process waiting for the next task).
+* `worker-fork2` (`fork=True`, `concurrency=2`): the same, two tasks at once.
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ class Peer(BasePeer):
 
         self.setup()
         Worker(queues=[self.queue], callback=lambda job, queue: task_body(job.known["parameters"]),
-               fork=mode == "worker-fork", max_loops=None, logger_level=logging.WARNING).run()
+               fork=mode.startswith("worker-fork"), concurrency=2 if mode == "worker-fork2" else 1,
+               max_loops=None, logger_level=logging.WARNING).run()
 
     # -- scaling ---------------------------------------------------------------------
 
