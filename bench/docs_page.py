@@ -232,21 +232,27 @@ project does not do: its keys are the compatibility contract. A producer with ma
 uses ``Queue.enqueue_many`` ({bulk_ratio:.0f} x the best peer's bulk API).""",
     FORK_TARGET: """\
 **Drain forking ({drain_fork_ratio:.2f} x blueque's ForkingRunner).** Every task runs in a
-process of its own, and the worker makes that process: one ``fork()`` of the worker's
-image costs {fork_ms:.2f} ms on this machine (measured in the same run on a process that
-imported the same modules, the child exiting at once), so one worker that forks every
-task tops out near {fork_cap:,.0f} tasks/s before it does anything else, and after each
-fork the worker pays copy-on-write faults on the pages it writes next. A spare process
-forked ahead keeps the fork off the task's own path (pickup), not off the worker's time.
-What would close the rest is a fork server, a separate process forking on the other core;
-it is not built: it moves the reaping, the exit statuses and the orphan watch to another
-process, a change to the part that keeps long tasks safe that this target alone does not
-justify.""",
+process of its own, and what bounds a worker that forks per task is CPU, not waiting. One
+``fork()`` of the worker's image took {fork_ms:.2f} ms in this run (a process with the same
+imports, the child exiting at once). Timed after the run on this machine, with
+``getrusage``: a fork whose child exits at once costs 2.5 ms of CPU in the parent and 4.1
+ms in the child (copying page tables, then tearing down the copy of a 47 MB image); a child
+that makes one Redis call with redis-py before exiting costs 15.2 ms (every page it
+touches is copied); a limpyd-blueque task process costs 10 to 11.6 ms, and the worker 6.4
+to 7.1 ms per task (half of it system time: the fork). About 17 ms of CPU per task on two
+cores caps any fork-per-task worker near 120 tasks/s on this machine in this state; the
+worker drained {drain_fork:,.0f}/s. A fork server (a separate process forking on the other
+core) would move the parent's share off the worker's thread but not off the machine: the
+CPU per task stays, so it was not built. What would lower it is less to copy: a smaller
+image to fork from, or running tasks in long-lived processes, which this mode does not do
+by design (each task in a process and session of its own).""",
     FORK2_TARGET: """\
-**Concurrency 2 ({drain_fork2_ratio:.2f} x concurrency 1).** On two cores the worker, its two
-task processes and Redis share the CPU, and the worker forks every task process itself
-({fork_ms:.2f} ms a fork, see above): the second core mostly absorbs the task processes'
-own work, not the forks.""",
+**Concurrency 2 ({drain_fork2_ratio:.2f} x concurrency 1).** Measured after the run with
+``getrusage``, 400 no-op tasks: at concurrency 1 the worker used 61 % of one core and its
+task processes about 10.5 ms of CPU each, so the two cores were already about three
+quarters busy; at concurrency 2 the drain rose only from 86-95 to 105-110 tasks/s with the
+CPU per task unchanged. The second core has little left to give a no-op task (see the
+drain forking analysis for where the CPU goes).""",
     PICKUP_FORK_TARGET: """\
 **Pickup forking (p50 {p50_fork:.2f} ms, p99 {p99_fork:.2f} ms).** The spare process waits
 for its task on a pipe, so no fork is on a task's path. Where the time goes, timed on this
