@@ -674,7 +674,8 @@ class Scripts(ScriptRunner):
                 k.started(queue), k.complete(queue), k.failed(queue), k.canceled(queue),
                 k.expired(queue), k.buried(queue), k.queue_settings(queue), k.queues,
                 k.periodic(queue), k.periodic_due(queue), k.utubes(queue),
-                k.utube_waiting(queue), k.retention(queue), k.stalled(queue)]
+                k.utube_waiting(queue), k.retention(queue), k.stalled(queue),
+                k.canceling(queue)]
         try:
             deleted, done = self._run("empty", keys, [mode, k.task_prefix, queue, limit,
                                                       k.utube_lists(queue)])

@@ -5,8 +5,8 @@
 -- one set per queue, and a lease still at the deadline this worker wrote last is its own
 -- without reading its task (every step that takes a task from its holder removes or
 -- rewrites its lease), so one read per queue and deadline finds them all and one write
--- per queue extends them; only a lease found moved (or never written by this worker) is
--- checked against its task hash.
+-- per queue extends them; only a lease found moved (or never written by this worker), or
+-- one its own process speaks for, is checked against its task hash.
 -- KEYS[1] <prefix>:workers, KEYS[2] <prefix>:workers:info,
 -- KEYS[3] <prefix>:workers:machine:<machine>; then two per queue: <prefix>:leases:<queue>,
 -- <prefix>:canceling:<queue>; then one per lease: blueque_task_<id>; then one per task
@@ -69,31 +69,38 @@ if worker ~= '' then
     end
 end
 
--- the leases still at the deadline this worker wrote: one read per queue and lease length
--- (the leases renewed together share their deadline; until their first renewal, each has
--- the one its reservation wrote, and the read spans them)
-local spans, order = {}, {}
+-- the leases still at the deadline this worker wrote: the leases renewed together share
+-- their deadline, found with one read of exactly that score; a lease alone at its
+-- deadline (reserved since the last renewal, or touched) is read by itself. Only this
+-- worker's own deadlines are read, never a span holding other workers' leases.
+local groups, order = {}, {}
 for j = 1, count do
     local at = 7 + 6 * (j - 1)
     local value = tonumber(ARGV[at + 6])
-    -- an endless lease is never taken as unmoved: a newer holder's looks the same
-    if value and value < math.huge then
-        local group = ARGV[at + 1] .. ' ' .. ARGV[at + 4]
-        local span = spans[group]
-        if not span then
-            span = {index = tonumber(ARGV[at + 1]), low = value, high = value}
-            spans[group] = span
-            order[#order + 1] = span
+    -- an endless lease is never taken as unmoved: a newer holder's looks the same; nor
+    -- one its process speaks for: its task hash is written, so it is checked first
+    if value and value < math.huge and ARGV[at + 5] == '' then
+        local key = ARGV[at + 1] .. ' ' .. ARGV[at + 6]
+        local group = groups[key]
+        if not group then
+            group = {index = tonumber(ARGV[at + 1]), text = ARGV[at + 6], ids = {}}
+            groups[key] = group
+            order[#order + 1] = group
         end
-        if value < span.low then span.low = value end
-        if value > span.high then span.high = value end
+        group.ids[#group.ids + 1] = ARGV[at + 2]
     end
 end
 local found = {}  -- queue index .. ' ' .. id -> the lease's deadline now
-for _, span in ipairs(order) do
-    local flat = try('ZRANGEBYSCORE', KEYS[2 + 2 * span.index], string.format('%.17g', span.low),
-        string.format('%.17g', span.high), 'WITHSCORES') or {}
-    for i = 1, #flat, 2 do found[span.index .. ' ' .. flat[i]] = tonumber(flat[i + 1]) end
+for _, group in ipairs(order) do
+    local leases = KEYS[2 + 2 * group.index]
+    if #group.ids == 1 then
+        local score = try('ZSCORE', leases, group.ids[1])
+        if score then found[group.index .. ' ' .. group.ids[1]] = tonumber(score) end
+    else
+        for _, id in ipairs(try('ZRANGEBYSCORE', leases, group.text, group.text) or {}) do
+            found[group.index .. ' ' .. id] = tonumber(group.text)
+        end
+    end
 end
 
 -- each lease: kept (extended in one write per queue below), or lost
@@ -105,7 +112,7 @@ for j = 1, count do
     local task, leases = KEYS[first_task + j], KEYS[2 + 2 * index]
     local current, status = nil, ''
     local written_value = tonumber(written)
-    if written_value and written_value < math.huge
+    if written_value and written_value < math.huge and not alive
             and found[index .. ' ' .. id] == written_value then
         current = written_value
     else
