@@ -92,8 +92,9 @@ N run. Peers in the same run, same sleeping task: {hows or 'none measured'}.
 Where the commands go at N={top['n']} (per second, every command a script runs included):
 {", ".join(f"``{name}`` {rate:.1f}" for name, rate in busiest)}. A beat costs the same for one
 running task as for hundreds: leases still at the deadline their worker wrote are found by
-one read per queue and extended by one write per queue, cancels come from one set per
-queue, and progress is read only for tasks with a stall timeout."""
+one read per queue and deadline (a task reserved since the last renewal is read alone,
+once) and extended by one write per queue, cancels come from one set per queue, and
+progress is read only for tasks with a stall timeout."""
 
 
 def concurrency_values(many: dict) -> dict:

@@ -300,8 +300,9 @@ class Upkeep:
         field): its own process speaks for it, whatever becomes of its worker's record.
         For each task id of `watched`, the renewal tells how far its progress is; for
         the queues of `canceling`, which of their running tasks were asked to cancel
-        (see `Renewal`). The commands it runs grow with the queues, not with the leases
-        (see lua/renew.lua).
+        (see `Renewal`). The commands it runs grow with the queues, not with the leases,
+        but for one read of each lease not renewed since its reservation (see
+        lua/renew.lua).
         """
         k = self.keys
         machine = beat.machine if beat is not None else ""

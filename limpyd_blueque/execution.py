@@ -335,16 +335,12 @@ class ForkedRunner(TaskRunner):
     def collect_ended(self, reaping: bool) -> None:
         """Apply the ends of task processes: reaped (when `reaping`), or told on the
         notices pipe."""
-        by_pid: dict[int, RunningTask] = {}
-        if reaping:
-            by_pid = {pid: task for pid, task in self.tasks.by_pid().items()
-                      if task.origin is Origin.FORKED}
+        by_pid = self.forked() if reaping else {}
         # reaped first: every notice an ended process gave is in the pipe by now
         ended = reap(by_pid)
         notices = self.notices.collect() if self.notices else []
         if notices and not reaping:
-            by_pid = {pid: task for pid, task in self.tasks.by_pid().items()
-                      if task.origin is Origin.FORKED}
+            by_pid = self.forked()
         for kind, pid in notices:
             task = by_pid.get(pid)
             if task is not None:
@@ -357,6 +353,11 @@ class ForkedRunner(TaskRunner):
             self.apply(by_pid[pid], Event.ENDED, status)  # ignored if it said it was done
         if reaping:
             self.reap_exiting()
+
+    def forked(self) -> dict[int, RunningTask]:
+        """The running tasks of the processes this runner forked, by pid."""
+        return {pid: task for pid, task in self.tasks.by_pid().items()
+                if task.origin is Origin.FORKED}
 
     def reap_exiting(self, wait: bool = False) -> None:
         """Collect the task processes that said they are done and then exited."""
