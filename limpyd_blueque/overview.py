@@ -190,19 +190,47 @@ def queue_overviews(names: Sequence[str] | None = None,
     skipped: list[Skipped] = []
     size = len(replies) // len(names) if names else 0
     own = [replies[i * size:(i + 1) * size] for i in range(len(names))]
-    heads = [_heads(keys, name, reads[2:4], skipped) for name, reads in zip(names, own)]
+    oldest = _oldest_of(client, keys, names, [reads[2:4] for reads in own], now, skipped)
+    return Overview(now, [QueueOverview(
+        queue=name, tasks=_task_counts(figures[name]["tasks"]),
+        stalled=_count_reply(keys.stalled(name), reads[0], skipped),
+        listeners=_count_reply(keys.listeners(name), reads[1], skipped),
+        oldest_waiting=oldest[name],
+        finished=_finished(now, reads[4:], keys, name, skipped))
+        for name, reads in zip(names, own)], skipped)
+
+
+def oldest_waiting(client: redis.Redis, keys: KeySpace, names: Sequence[str], now: float,
+                   skipped: list[Skipped]) -> dict[str, dict[str, Any] | None]:
+    """Per queue of `names`: its oldest waiting task as `{"id", "age"}` (None: nothing
+    waits). O(1) per queue: two round trips in all."""
+    def read_all(pipe: Any) -> None:
+        for name in names:
+            _head_reads(pipe, keys, name)
+
+    heads = pipelined(client, read_all)
+    return _oldest_of(client, keys, names, [heads[2 * i:2 * i + 2] for i in range(len(names))],
+                      now, skipped)
+
+
+def _oldest_of(client: redis.Redis, keys: KeySpace, names: Sequence[str],
+               replies: Sequence[Sequence[Any]], now: float,
+               skipped: list[Skipped]) -> dict[str, dict[str, Any] | None]:
+    """Each queue's oldest waiting task, from the replies of its `_head_reads`."""
+    heads = [_heads(keys, name, reads, skipped) for name, reads in zip(names, replies)]
     created = pipelined(client, lambda pipe: [pipe.hget(keys.task(task_id), "created")
                                               for ids in heads for task_id in ids])
-    rows, start = [], 0
-    for name, reads, ids in zip(names, own, heads):
-        rows.append(QueueOverview(
-            queue=name, tasks=_task_counts(figures[name]["tasks"]),
-            stalled=_count_reply(keys.stalled(name), reads[0], skipped),
-            listeners=_count_reply(keys.listeners(name), reads[1], skipped),
-            oldest_waiting=_oldest(now, ids, created[start:start + len(ids)]),
-            finished=_finished(now, reads[4:], keys, name, skipped)))
+    result, start = {}, 0
+    for name, ids in zip(names, heads):
+        result[name] = _oldest(now, ids, created[start:start + len(ids)])
         start += len(ids)
-    return Overview(now, rows, skipped)
+    return result
+
+
+def _head_reads(pipe: Any, keys: KeySpace, name: str) -> None:
+    """The reads of the tasks first in line: the pending list's, the prioritized set's."""
+    pipe.lindex(keys.pending(name), -1)
+    pipe.zrange(keys.prioritized(name), 0, 0)
 
 
 def _queue_reads(pipe: Any, keys: KeySpace, name: str, minute: int) -> None:
@@ -210,8 +238,7 @@ def _queue_reads(pipe: Any, keys: KeySpace, name: str, minute: int) -> None:
     throughput hashes from 60 minutes ago to now (61 of them)."""
     pipe.zcard(keys.stalled(name))
     pipe.scard(keys.listeners(name))
-    pipe.lindex(keys.pending(name), -1)
-    pipe.zrange(keys.prioritized(name), 0, 0)
+    _head_reads(pipe, keys, name)
     for past in range(60, -1, -1):
         pipe.hmget(keys.throughput(name, minute - past), *THROUGHPUT_FIELDS)
 
@@ -481,3 +508,76 @@ def read_rows(client: redis.Redis, keys: KeySpace, ids: Sequence[str], now: floa
             node=text(values["node"]), progress=progress_of(values["progress"]),
             stalled=bool(values["stalled_at"]), cancel_requested=bool(values["cancel_requested"])))
     return rows
+
+
+# -- pages of tasks ----------------------------------------------------------------------------
+#: the listing `task_page` gives for "running": the lease set, reserved and started alike
+RUNNING_PAGE = "running"
+
+
+@dataclass(frozen=True)
+class TaskPage(Result):
+    """One page of the tasks a queue files under a status (see `task_page`)."""
+
+    at: float
+    tasks: list[TaskRow]
+    total: int
+    skipped: list[Skipped] = field(default_factory=list)
+
+
+def page_structures(keys: KeySpace, queue: str, status: str) -> list[tuple[str, str, bool]]:
+    """`(key, kind, pending)` of the structures `task_page` reads, in their order."""
+    if status == RUNNING_PAGE:
+        return [(*keys.held_structure(queue), False)]
+    wanted = Status(status)
+    return [(key, kind, wanted is Status.PENDING)
+            for key, kind in keys.structures_of(queue, wanted)]
+
+
+def task_page(queue: str, status: str, offset: int, limit: int,
+              job_model: type[Job] = Job) -> TaskPage:
+    """The tasks at `offset` to `offset + limit` of those `queue` files under `status` (a
+    status, or `RUNNING_PAGE` for the held tasks), in line order (see `task_rows`), and
+    how many it files in all. Three round trips, whatever the page. A task whose hash is
+    gone is left out of the page, one that moved meanwhile is shown with its new status.
+    The started set is read through the lease set (`RUNNING_PAGE`): a set has no order."""
+    client, keys = job_model.client(), job_model.keys()
+    check_limit(limit)
+    structures = [entry for entry in page_structures(keys, queue, status)
+                  if entry[1] != "started"]
+    now = server_time(client)
+    sizes = pipelined(client, lambda pipe: [pipe.zcard(key) if kind == "zset" else pipe.llen(key)
+                                            for key, kind, _ in structures])
+    skipped: list[Skipped] = []
+    lengths = [0 if failed(skipped, key, size) else whole(size) or 0
+               for (key, _, _), size in zip(structures, sizes)]
+    wanted = _slices(structures, lengths, offset, limit)
+
+    def read_all(pipe: Any) -> None:
+        for (key, kind, pending), first, stop in wanted:
+            if kind == "zset":
+                pipe.zrange(key, first, stop - 1)
+            elif pending:
+                pipe.lrange(key, -stop, -first - 1)
+            else:
+                pipe.lrange(key, first, stop - 1)
+
+    ids: dict[str, None] = {}
+    for ((key, kind, pending), _, _), reply in zip(wanted, pipelined(client, read_all)):
+        if not failed(skipped, key, reply):
+            ids.update(dict.fromkeys(_ids(kind, reply, pending)))
+    return TaskPage(now, read_rows(client, keys, list(ids), now, skipped), sum(lengths), skipped)
+
+
+def _slices(structures: Sequence[tuple[str, str, bool]], lengths: Sequence[int], offset: int,
+            limit: int) -> list[tuple[tuple[str, str, bool], int, int]]:
+    """`(structure, first, stop)` of each part of the structures, read one after the
+    other, that entries `offset` to `offset + limit` of them all fall into."""
+    wanted, start, taken = [], max(offset, 0), 0
+    for structure, length in zip(structures, lengths):
+        if start < length and taken < limit:
+            stop = min(length, start + limit - taken)
+            wanted.append((structure, start, stop))
+            taken += stop - start
+        start = max(start - length, 0)
+    return wanted

@@ -19,7 +19,8 @@ end
 
 -- retain(r, task, id, status, now): give a finished task its deletion time in the
 -- retention set `r.retention` (nothing for a task kept forever), and count it in the
--- minute's throughput hash `r.throughput` (when given). `r.settings` is the queue's
+-- minute's throughput hash `r.throughput` and in the queue's counters `r.stats`
+-- (`finished.<status>`, never reset), each when given. `r.settings` is the queue's
 -- settings hash (or nil), `r.result_ttl` and `r.failure_ttl` the caller's defaults.
 -- These are indexes beside the task, not the task: a key of another type there is passed
 -- over (redis.pcall), never a reason to refuse the step, so the callers need not check
@@ -37,6 +38,26 @@ local function retain(r, task, id, status, now)
     if r.throughput and redis.pcall('HINCRBY', r.throughput, status, 1) == 1 then
         redis.pcall('EXPIRE', r.throughput, 7200)
     end
+    if r.stats then redis.pcall('HINCRBY', r.stats, 'finished.' .. status, 1) end
+end
+
+-- the upper bounds of the duration histograms, in seconds (statistics.DURATION_BOUNDS)
+local DURATION_BOUNDS = {DURATION_BOUNDS}
+
+-- observe(stats, name, since, now): count `now - since` seconds (clamped at 0; nothing
+-- when either is not a number) in the histogram `name` of the queue's counters `stats`:
+-- `<name>.le.<bound>` counts the durations of that bucket and no lower one ('inf' past
+-- the last bound), `<name>.sum` adds them up. An index beside the task: redis.pcall.
+local function observe(stats, name, since, now)
+    local seconds = (tonumber(now) or 0) - (tonumber(since) or math.huge)
+    if seconds ~= seconds or seconds == -math.huge or seconds == math.huge then return end
+    if seconds < 0 then seconds = 0 end
+    local bucket = 'inf'
+    for _, bound in ipairs(DURATION_BOUNDS) do
+        if seconds <= bound then bucket = string.format('%g', bound) break end
+    end
+    redis.pcall('HINCRBY', stats, name .. '.le.' .. bucket, 1)
+    redis.pcall('HINCRBYFLOAT', stats, name .. '.sum', string.format('%.6f', seconds))
 end
 
 -- unflag_stalled(task, stalled set, id): a task that stops running is no longer stalled

@@ -212,7 +212,8 @@ local function expire_task(k, key, id, now, in_line)
     redis.call('HSET', key, 'status', 'expired', 'updated', now)
     redis.call('LPUSH', k.expired, id)
     redis.call('HINCRBY', k.stats, 'calls.expire', 1)
-    retain({retention = k.retention, settings = k.settings, failure_ttl = k.failure_ttl},
+    retain({retention = k.retention, settings = k.settings, failure_ttl = k.failure_ttl,
+        stats = k.stats},
         key, id, 'expired', now)
     return woken
 end

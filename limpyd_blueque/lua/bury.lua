@@ -29,7 +29,7 @@ if ARGV[5] ~= '' then redis.call('HSET', KEYS[1], 'error', ARGV[5]) end
 local reply = {1}
 if canceling(KEYS[1]) then
     file_canceled(KEYS[1], id, KEYS[12], KEYS[6], ARGV[4], {retention = KEYS[14],
-        settings = KEYS[13], throughput = KEYS[15], result_ttl = ARGV[10],
+        settings = KEYS[13], throughput = KEYS[15], stats = KEYS[6], result_ttl = ARGV[10],
         failure_ttl = ARGV[11]})
     reply = {2}
 else

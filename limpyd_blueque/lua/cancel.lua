@@ -40,6 +40,6 @@ redis.call('HSET', KEYS[1], 'status', 'canceled', 'updated', ARGV[3])
 redis.call('LPUSH', KEYS[6], id)
 redis.call('ZREM', KEYS[7], id)
 redis.call('HINCRBY', KEYS[8], 'calls.cancel', 1)
-retain({retention = KEYS[12], settings = KEYS[11], throughput = KEYS[13],
+retain({retention = KEYS[12], settings = KEYS[11], throughput = KEYS[13], stats = KEYS[8],
     result_ttl = ARGV[7], failure_ttl = ARGV[8]}, KEYS[1], id, 'canceled', ARGV[3])
 return {1}

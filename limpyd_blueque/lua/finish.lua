@@ -31,6 +31,7 @@ refused = refuse_unless_held(KEYS[1], {reserved = true, started = true}, ARGV[2]
 if refused then return refused end
 local id, status, list = ARGV[1], ARGV[4], KEYS[4]
 if status == 'canceled' or canceling(KEYS[1]) then status, list = 'canceled', KEYS[11] end
+local held, started_at = unpack(redis.call('HMGET', KEYS[1], 'status', 'started_at'))
 local pid = ARGV[3]
 if pid == '' then pid = redis.call('HGET', KEYS[1], 'pid') or '' end
 redis.call('LREM', KEYS[2], 1, id)
@@ -45,7 +46,8 @@ local u = utube_keys(KEYS[7], KEYS[8], ARGV[8], ARGV[9], ARGV[10], KEYS[9], KEYS
 if utube_leave(u, id, KEYS[1]) then redis.call('PUBLISH', ARGV[11], 1) end
 local call = {complete = 'calls.ack', failed = 'calls.fail', canceled = 'calls.cancel'}
 redis.call('HINCRBY', KEYS[6], call[status], 1)
-retain({retention = KEYS[13], settings = KEYS[12], throughput = KEYS[15],
+if held == 'started' then observe(KEYS[6], 'run', started_at, ARGV[6]) end
+retain({retention = KEYS[13], settings = KEYS[12], throughput = KEYS[15], stats = KEYS[6],
     result_ttl = ARGV[12], failure_ttl = ARGV[13]}, KEYS[1], id, status, ARGV[6])
 if status == 'canceled' then return {2} end
 return {1}

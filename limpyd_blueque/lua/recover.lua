@@ -1,12 +1,13 @@
 -- Take back tasks whose holder is gone: their lease expired (any host), or the process
 -- running them is dead (same host). Each goes back to pending at the front of its queue,
 -- or fails once it has used its attempts; one whose cancel was asked is filed as canceled.
--- KEYS, fourteen per task: blueque_task_<id>, <prefix>:leases:<queue>,
+-- KEYS, fifteen per task: blueque_task_<id>, <prefix>:leases:<queue>,
 --   blueque_pending_tasks_<queue>, blueque_failed_tasks_<queue>,
 --   blueque_started_tasks_<queue>, <prefix>:queue:<queue> (queue settings),
 --   <prefix>:prioritized:<queue>, <prefix>:identifiers:<queue>, <prefix>:utubes:<queue>,
 --   <prefix>:utube_waiting:<queue>, <prefix>:canceled:<queue>, <prefix>:retention:<queue>,
---   <prefix>:stalled:<queue>, <prefix>:stats:<queue>:m:<minute>
+--   <prefix>:stalled:<queue>, <prefix>:stats:<queue>:m:<minute>, <prefix>:stats:<queue>
+--   (counts each task taken back as `recovered`, and the finished ones; see _finished.lua)
 -- ARGV[1] now (for the `updated` field), ARGV[2] 'expired' (only if the lease ended,
 -- by the server's clock), 'dead' (its holder is dead: unless the task's own process says
 -- it still lives, its `alive_until` field being ahead of the server's clock) or 'gone'
@@ -25,15 +26,16 @@ local clock = redis.call('TIME')
 local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
 local out = {}
 local prefix = ARGV[5]
-for i = 1, #KEYS / 14 do
-    local b = 14 * (i - 1)
+for i = 1, #KEYS / 15 do
+    local b = 15 * (i - 1)
     local task, leases, pending, failed, started, settings, prioritized, identifiers =
         KEYS[b + 1], KEYS[b + 2], KEYS[b + 3], KEYS[b + 4], KEYS[b + 5], KEYS[b + 6],
         KEYS[b + 7], KEYS[b + 8]
     local a = 7 * (i - 1) + 8
     local canceled, stalled = KEYS[b + 11], KEYS[b + 13]
+    local stats = KEYS[b + 15]
     local r = {retention = KEYS[b + 12], settings = settings, throughput = KEYS[b + 14],
-        result_ttl = ARGV[6], failure_ttl = ARGV[7]}
+        stats = stats, result_ttl = ARGV[6], failure_ttl = ARGV[7]}
     local id, reserved_prefix, channel, expected, holder, queue = ARGV[a], ARGV[a + 1],
         ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5]
     local u = utube_keys(KEYS[b + 9], KEYS[b + 10], ARGV[a + 6], prefix, queue, pending,
@@ -97,6 +99,9 @@ for i = 1, #KEYS / 14 do
             redis.call('PUBLISH', channel, 1)
             outcome = 'pending'
         end
+    end
+    if outcome == 'pending' or outcome == 'failed' or outcome == 'canceled' then
+        redis.pcall('HINCRBY', stats, 'recovered', 1)  -- an index beside the task
     end
     out[#out + 1] = id
     out[#out + 1] = outcome

@@ -36,7 +36,7 @@ let_go(KEYS[1], KEYS[2], KEYS[3], KEYS[6], id, ARGV[2], KEYS[10])
 if ARGV[6] ~= '' then redis.call('HSET', KEYS[1], 'error', ARGV[6]) end
 if canceling(KEYS[1]) then
     file_canceled(KEYS[1], id, KEYS[11], KEYS[9], ARGV[4], {retention = KEYS[13],
-        settings = KEYS[12], throughput = KEYS[14], result_ttl = ARGV[13],
+        settings = KEYS[12], throughput = KEYS[14], stats = KEYS[9], result_ttl = ARGV[13],
         failure_ttl = ARGV[14]})
     local u = utube_keys(KEYS[15], KEYS[16], ARGV[15], ARGV[11], ARGV[12], KEYS[4], KEYS[7])
     if utube_leave(u, id, KEYS[1]) then redis.call('PUBLISH', ARGV[7], 1) end

@@ -74,7 +74,8 @@ local function quarantine(key, id, queue, k, why)
             'error', 'Quarantined: ' .. why)
         redis.call('LREM', k.failed, 0, id)  -- once, even if a stray entry was there
         redis.call('LPUSH', k.failed, id)
-        retain({retention = k.retention, failure_ttl = k.failure_ttl}, key, id, 'failed', now)
+        retain({retention = k.retention, failure_ttl = k.failure_ttl, stats = k.stats}, key,
+            id, 'failed', now)
     end
 end
 
@@ -149,6 +150,7 @@ while passed < bound do
         if ttr ~= 'never' and ttr and ttr > 0 then
             deadline = string.format('%.17g', server_now + ttr)
         end
+        observe(k.stats, 'wait', redis.call('HGET', key, 'updated'), now)
         redis.call('HINCRBY', key, 'attempt', 1)
         if pid == '' then
             redis.call('HSET', key, 'status', 'reserved', 'node', listener, 'updated', now)
