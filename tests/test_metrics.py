@@ -4,6 +4,7 @@ them over HTTP."""
 
 from __future__ import annotations
 
+import re
 import socket
 import subprocess
 import time
@@ -188,3 +189,15 @@ def test_blueque_metrics_refuses_a_port_that_is_not_one(redis_url, port):
                             capture_output=True, text=True, timeout=30)
     assert result.returncode == 2
     assert f"invalid port {port!r}" in result.stderr
+
+
+def test_every_metric_the_docs_name_is_served(conn):
+    from pathlib import Path
+
+    Queue.named("docs").enqueue({})
+    served = {family.name for family in text_string_to_metric_families(scrape_text())}
+    served |= {f"{name}_total" for name in served}  # counters' samples end in _total
+    page = (Path(__file__).parent.parent / "docs" / "dashboard.rst").read_text()
+    named = set(re.findall(r"\b(blueque_[a-z_]+)", page))
+    assert {"blueque_tasks", "blueque_stalled_tasks", "blueque_tasks_failed_total"} <= named
+    assert named <= served, named - served

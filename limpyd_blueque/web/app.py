@@ -14,7 +14,9 @@ import secrets
 from typing import Any
 
 from flask import Flask, Response, render_template, request
+from redis.exceptions import RedisError
 
+from ..config import ours
 from ..exceptions import ConfigurationError, LimpydBluequeError, RedisUnavailable, TaskNotFound
 from ..values import printable
 from . import acts, pages
@@ -45,6 +47,7 @@ def create_app(settings: WebSettings | None = None, host: str = "127.0.0.1") -> 
     app.register_blueprint(acts.blueprint)
     app.after_request(secure_headers)
     app.register_error_handler(LimpydBluequeError, error_page)
+    app.register_error_handler(RedisError, lambda error: error_page(ours(error)))
     app.register_error_handler(403, lambda _: problem(403, f"no action here: {settings.mode}"))
     app.register_error_handler(404, lambda _: problem(404, "no such page"))
     app.register_error_handler(405, lambda _: problem(405, "method not allowed"))
@@ -76,7 +79,7 @@ def problem(status: int, message: str) -> Any:
     return render_template("problem.html", status=status, message=message), status
 
 
-def error_page(error: LimpydBluequeError) -> Any:
+def error_page(error: BaseException) -> Any:
     """An error of the library as a page: a mistake in the address is 400, an unknown task
     404, Redis out of reach 503, any other 500. Passwords never reach it."""
     from ..connection import mask_secrets
