@@ -1,7 +1,7 @@
 """The web dashboard (issue 14) through Flask's test client, on the tests' real Redis:
 what each page shows, what the actions do and what they refuse (no token, a wrong token,
 no CSRF token, read-only), escaping, trusted hosts and bad input. The same pages in a
-real browser: tests/test_browser.py."""
+real browser: tests/test_dashboard_browser.py."""
 
 from __future__ import annotations
 

@@ -54,7 +54,8 @@ def create_app(settings: WebSettings | None = None, host: str = "127.0.0.1") -> 
     app.register_error_handler(400, lambda _: problem(400, "bad request"))
     app.register_error_handler(413, lambda _: problem(413, "request too large"))
     app.add_url_rule("/metrics", "metrics", metrics_view)
-    app.jinja_env.filters.update(duration=pages.duration, moment=pages.moment)
+    app.jinja_env.filters.update(duration=pages.duration, moment=pages.moment,
+                                  amount=pages.amount)
     app.context_processor(lambda: {"settings": settings, "csrf_token": acts.csrf_token})
     return app
 

@@ -8,7 +8,7 @@ import math
 from datetime import datetime, timezone
 from typing import Any
 
-from flask import Blueprint, abort, render_template, request
+from flask import Blueprint, render_template, request
 
 from ..exceptions import ConfigurationError
 from ..inspection import (
@@ -60,6 +60,13 @@ def duration(seconds: object) -> str:
     return f"{hours}h {minutes:02d}m" if hours else f"{minutes}m {secs:02d}s"
 
 
+def amount(value: object) -> str:
+    """A progress count: `120` rather than `120.0`, `2.5` as it is; '-' when unknown."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return "-"
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
 def moment(epoch: object) -> str:
     """Epoch seconds as `2026-11-23 10:30:00 UTC`; '-' when unknown."""
     if not isinstance(epoch, (int, float)) or isinstance(epoch, bool):
@@ -104,7 +111,9 @@ def running_row(row: TaskRow, now: float) -> dict[str, Any]:
     return {"id": row.id, "queue": row.queue, "worker": row.node, "attempt": row.attempt,
             "status": row.status,
             "fraction": fraction if isinstance(fraction, (int, float)) else None,
-            "done": progress.get("done"), "total": progress.get("total"),
+            "done": amount(progress.get("done")) if "done" in progress else None,
+            "total": amount(progress.get("total")) if progress.get("total") is not None
+            else None,
             "message": progress.get("message"),
             "time_left": duration(progress.get("time_left"))
             if progress.get("time_left") is not None else "-",
@@ -165,8 +174,3 @@ def errors() -> str:
 @blueprint.route("/workers")
 def workers() -> str:
     return render_template("workers.html", workers=live_workers(current().job_model))
-
-
-@blueprint.route("/favicon.ico")
-def favicon() -> Any:
-    abort(404)
