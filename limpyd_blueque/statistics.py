@@ -131,9 +131,27 @@ def _read(client: redis.Redis, keys: KeySpace, names: Sequence[str],
     """Per queue: the labels of its reads, their values (an error read as 0, the counters
     hash last) and its counters hash (empty when it is of another type)."""
     with client.pipeline(transaction=False) as pipe:
-        labels = [_queue_commands(pipe, keys, name) for name in names]
+        labels = queue_reads(pipe, keys, names)
         with reaching(client):
             values = pipe.execute(raise_on_error=False)
+    return _parsed(names, labels, values)
+
+
+def queue_reads(pipe: Any, keys: KeySpace, names: Sequence[str]) -> list[list[str]]:
+    """Queue the O(1) reads of each queue of `names` on a pipeline (of a synchronous or an
+    asyncio client); the labels `figures` reads their replies with."""
+    return [_queue_commands(pipe, keys, name) for name in names]
+
+
+def figures(names: Sequence[str], labels: list[list[str]], values: list[Any],
+            ) -> dict[str, dict[str, dict[str, int]]]:
+    """`read`'s result from the replies of the reads `queue_reads` queued."""
+    return {name: _figures(queue_labels, clean) for name, (queue_labels, clean, _) in
+            _parsed(names, labels, values).items()}
+
+
+def _parsed(names: Sequence[str], labels: list[list[str]], values: list[Any],
+            ) -> dict[str, tuple[list[str], list[Any], dict[str, Any]]]:
     result, start = {}, 0
     for name, queue_labels in zip(names, labels):
         own = values[start:start + len(queue_labels)]

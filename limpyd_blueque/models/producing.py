@@ -7,7 +7,8 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from redis.exceptions import RedisError
 
@@ -79,12 +80,27 @@ def model_class(job_model: type[T], model: object) -> type[T]:
     return job_model
 
 
-def enqueue_tasks(job_model: type[T], queue: str, parameters: Sequence[Any], *,
+@dataclass(frozen=True)
+class Enqueuing(Generic[T]):
+    """Tasks checked whole and ready to write: `tasks` as the enqueue step takes them
+    `(id, parameters, options)`, the model class of each, and the `(start, end)` of each
+    chunk written by one script call."""
+
+    tasks: list[tuple[str, str, TaskOptions]]
+    classes: list[type[T]]
+    chunks: list[tuple[int, int]]
+
+    @property
+    def texts(self) -> list[str]:
+        return [parameters for _, parameters, _ in self.tasks]
+
+
+def prepare_tasks(job_model: type[T], parameters: Sequence[Any], *,
                   task_ids: Sequence[str] | None = None, chunk: int = 1000,
                   options: Sequence[Mapping[str, Any]] | None = None,
-                  common: Mapping[str, Any] | None = None) -> list[T]:
-    """Enqueue tasks in `queue` (see `Queue.enqueue_many`); the task of each, in order:
-    the new one, or the waiting one its identifier maps to."""
+                  common: Mapping[str, Any] | None = None) -> Enqueuing[T]:
+    """Check and encode tasks to enqueue (see `Queue.enqueue_many`), touching no server:
+    every mistake is found before anything is written."""
     common = dict(common or {})
     texts = [encode(value) for value in check_parameters_list(parameters)]
     ids = ([str(uuid.uuid4()) for _ in texts] if task_ids is None
@@ -94,17 +110,28 @@ def enqueue_tasks(job_model: type[T], queue: str, parameters: Sequence[Any], *,
     classes = ([model_class(job_model, (options[i] if options else {}).get(
         "model", common.get("model"))) for i in range(len(texts))]
         if options or "model" in common else [job_model] * len(texts))
+    return Enqueuing(list(zip(ids, texts, checked)), classes,
+                     list(chunks(texts, chunk, CHUNK_CHARACTERS)))
+
+
+def enqueue_tasks(job_model: type[T], queue: str, parameters: Sequence[Any], *,
+                  task_ids: Sequence[str] | None = None, chunk: int = 1000,
+                  options: Sequence[Mapping[str, Any]] | None = None,
+                  common: Mapping[str, Any] | None = None) -> list[T]:
+    """Enqueue tasks in `queue` (see `Queue.enqueue_many`); the task of each, in order:
+    the new one, or the waiting one its identifier maps to."""
+    ready = prepare_tasks(job_model, parameters, task_ids=task_ids, chunk=chunk,
+                          options=options, common=common)
     client, scripts = job_model.client(), job_model.scripts()
-    check_value_sizes(client, texts)
-    tasks = list(zip(ids, texts, checked))
+    check_value_sizes(client, ready.texts)
     done: list[str] = []
-    for start, end in chunks(texts, chunk, CHUNK_CHARACTERS):
+    for start, end in ready.chunks:
         try:
             with reaching(client):
-                written = scripts.enqueue(queue, tasks[start:end], time.time())
+                written = scripts.enqueue(queue, ready.tasks[start:end], time.time())
         except (LimpydBluequeError, RedisError) as error:
             if not done:
                 raise
-            raise PartiallyEnqueued(done, len(ids), error) from error
+            raise PartiallyEnqueued(done, len(ready.tasks), error) from error
         done += [task_id for task_id, _ in written]
-    return [cls.lazy_connect(task_id) for cls, task_id in zip(classes, done)]
+    return [cls.lazy_connect(task_id) for cls, task_id in zip(ready.classes, done)]

@@ -1,0 +1,211 @@
+"""asyncio producers: enqueue, read and cancel tasks from asyncio code (FastAPI, Starlette,
+aiohttp...) without a thread pool, on `redis.asyncio`.
+
+The steps are the synchronous API's own: the same Lua scripts, planned by the same
+`atomic.Planner` on the same keys, with the same checks before anything is written
+(`models.producing.prepare_tasks`). A task enqueued here is run by a normal worker, and
+one enqueued by the synchronous API is read and canceled here::
+
+    from limpyd_blueque import aio
+
+    client = aio.connect("redis://localhost:6379/0")
+    thumbnails = aio.Queue("thumbnails", client)
+    task_id = await thumbnails.enqueue({"image": "cat.jpg"}, priority=5)
+    (await thumbnails.get(task_id)).status      # 'pending'
+    await thumbnails.cancel(task_id)            # True
+
+Only producing lives here; workers, which run long tasks in processes of their own, are
+synchronous.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any, TypeVar, cast
+
+import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from . import statistics
+from .atomic import Plan, Planner, _load, _str, refusal
+from .connection import bulk_limit, mask_secrets, maybe_too_large, refuse_too_large
+from .exceptions import (
+    ConfigurationError,
+    InvalidTransition,
+    LimpydBluequeError,
+    PartiallyEnqueued,
+    RedisUnavailable,
+    TaskNotFound,
+)
+from .keys import DEFAULT_PREFIX, KeySpace, check_queue_name, keyspace
+from .models import Job
+from .models.producing import prepare_tasks
+from .models.task import TaskData
+from .statuses import FINISHED, Status
+from .values import check_task_id, timestamp
+
+T = TypeVar("T")
+#: the scripts a producer runs
+SCRIPTS = ("enqueue", "enqueue_options", "cancel")
+#: the statuses a cancel of a task of this queue never refuses
+WAITING_OR_RUNNING = {Status.PENDING, Status.SCHEDULED, Status.RESERVED, Status.STARTED}
+
+
+def connect(url: str, **options: Any) -> aioredis.Redis:
+    """An asyncio client of the Redis at `url`, as the producers here need it: replies
+    decoded (bytes that are not UTF-8 reach Python escaped, never breaking a reply), no
+    command retried behind the library's back, and a pool of at most `max_connections`
+    (50) connections that many coroutines wait on (up to `timeout`, 20 s) rather than
+    fail. `options` go to the connections (`redis.asyncio.BlockingConnectionPool`).
+    Closing the client closes its pool."""
+    settings: dict[str, Any] = {"decode_responses": True, "encoding_errors": "surrogateescape",
+                                "retry": Retry(NoBackoff(), 0), "max_connections": 50,
+                                "timeout": 20, **options}
+    try:
+        pool = aioredis.BlockingConnectionPool.from_url(url, **settings)
+    except ValueError as error:
+        raise ConfigurationError(f"invalid Redis URL {mask_secrets(url)!r}: "
+                                 f"{mask_secrets(str(error))}") from error
+    client = aioredis.Redis(connection_pool=pool)
+    client.auto_close_connection_pool = True
+    return client
+
+
+def where(client: aioredis.Redis) -> str:
+    """The server a client talks to, its password masked."""
+    kwargs = client.connection_pool.connection_kwargs
+    place = kwargs.get("path") or f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}"
+    return mask_secrets(f"redis://{place}/{kwargs.get('db', 0)}")
+
+
+class AsyncScripts:
+    """The producer's scripts registered on one asyncio client, for one key space."""
+
+    def __init__(self, client: aioredis.Redis, keys: KeySpace) -> None:
+        if not client.connection_pool.connection_kwargs.get("decode_responses"):
+            raise ConfigurationError("the asyncio client must decode replies: make it with "
+                                     "limpyd_blueque.aio.connect(url), or pass "
+                                     "decode_responses=True")
+        self.client = client
+        self.plans = Planner(keys)
+        self._scripts = {name: client.register_script(_load(name)) for name in SCRIPTS}
+
+    async def execute(self, plan: Plan[T]) -> T:
+        """Run a planned step and read its reply; errors as the synchronous API has them."""
+        try:
+            reply = await self._scripts[plan.name](keys=plan.keys,
+                                                   args=[_str(arg) for arg in plan.args])
+        except ResponseError as error:
+            raise refusal(plan.name, error) from None
+        except (RedisConnectionError, RedisTimeoutError, OSError) as error:
+            raise RedisUnavailable(f"cannot reach Redis at {where(self.client)}: "
+                                   f"{mask_secrets(str(error))}") from error
+        return plan.read(reply)
+
+
+class Queue:
+    """A queue, for asyncio producers: `enqueue`, `enqueue_many`, `schedule`, `get`,
+    `cancel` and `statistics`, each as the synchronous `Queue` (or `Job`) does it."""
+
+    def __init__(self, name: str, client: aioredis.Redis, *, prefix: str = DEFAULT_PREFIX,
+                 job_model: type[Job] = Job) -> None:
+        self.name = check_queue_name(name)
+        self.client = client
+        self.keys = keyspace(prefix)
+        self.job_model = job_model
+        self.scripts = AsyncScripts(client, self.keys)
+
+    def __repr__(self) -> str:
+        return f"aio.Queue({self.name!r})"
+
+    async def enqueue(self, parameters: Any = "", *, task_id: str | None = None,
+                      **options: Any) -> str:
+        """A new task (see the synchronous `Queue.enqueue` for the options); its id, or the
+        id of the waiting task its `identifier` maps to. One round trip."""
+        ids = None if task_id is None else [task_id]
+        return (await self.enqueue_many([parameters], task_ids=ids, **options))[0]
+
+    async def enqueue_many(self, parameters: Sequence[Any], *,
+                           task_ids: Sequence[str] | None = None, chunk: int = 1000,
+                           options: Sequence[Mapping[str, Any]] | None = None,
+                           **common: Any) -> list[str]:
+        """Many tasks, one script call per `chunk` (see `Queue.enqueue_many`): all checked
+        before the first write; `PartiallyEnqueued` when a chunk fails after others were
+        written. The id of each task, in order."""
+        ready = prepare_tasks(self.job_model, parameters, task_ids=task_ids, chunk=chunk,
+                              options=options, common=common)
+        await self._check_sizes(ready.texts)
+        done: list[str] = []
+        for start, end in ready.chunks:
+            plan = self.scripts.plans.enqueue(self.name, ready.tasks[start:end], time.time())
+            try:
+                written = await self.scripts.execute(plan)
+            except (LimpydBluequeError, RedisError) as error:
+                if not done:
+                    raise
+                raise PartiallyEnqueued(done, len(ready.tasks), error) from error
+            done += [written_id for written_id, _ in written]
+        return done
+
+    async def schedule(self, parameters: Any, eta: float | datetime, *,
+                       task_id: str | None = None, **options: Any) -> str:
+        """A task that turns pending at `eta` (see `Queue.schedule`); its id."""
+        return await self.enqueue(parameters, task_id=task_id, eta=timestamp("eta", eta),
+                                  **options)
+
+    async def get(self, task_id: str) -> TaskData | None:
+        """Every field of a task of this queue, read at once and typed (as `Job.data`);
+        None when there is no such task in this queue."""
+        key = self.keys.task(check_task_id(task_id))
+        values = await self._call(self.client.hgetall(key))
+        if not values or values.get("queue") != self.name:
+            return None
+        return TaskData.from_hash(task_id, cast("dict[str, str]", values))
+
+    async def cancel(self, task_id: str) -> bool:
+        """Cancel a task of this queue as `Job.cancel` does: a waiting one at once, a
+        running one asked to stop (its worker stops it within a beat). True when canceled
+        or asked; False when it had finished already. `TaskNotFound` when there is no
+        such task in this queue, `InvalidTransition` for a buried one."""
+        plan = self.scripts.plans.cancel(self.name, check_task_id(task_id), time.time(),
+                                         self.job_model.retention)
+        outcome = await self.scripts.execute(plan)
+        if outcome.done or outcome.status == "requested":
+            return True
+        if outcome.missing or outcome.status in WAITING_OR_RUNNING:  # another queue's
+            raise TaskNotFound(task_id)
+        if outcome.status in FINISHED:
+            return False
+        raise InvalidTransition(task_id, outcome.status, "canceled",
+                                "only a waiting or running task can be canceled")
+
+    async def statistics(self) -> dict[str, dict[str, int]]:
+        """This queue's statistics, in one round trip (see `Queue.statistics`)."""
+        async with self.client.pipeline(transaction=False) as pipe:
+            labels = statistics.queue_reads(pipe, self.keys, [self.name])
+            values = await self._call(pipe.execute(raise_on_error=False))
+        return statistics.figures([self.name], labels, values)[self.name]
+
+    async def _check_sizes(self, texts: list[str]) -> None:
+        big = maybe_too_large(texts)
+        if not big:
+            return
+        try:
+            reply = await self._call(self.client.config_get("proto-max-bulk-len"))
+        except ResponseError:
+            reply = {}  # a server that refuses CONFIG keeps the default
+        refuse_too_large(big, bulk_limit(reply), where(self.client), "task parameters")
+
+    async def _call(self, pending: Any) -> Any:
+        """Await a command; a server out of reach is `RedisUnavailable`, naming it."""
+        try:
+            return await pending
+        except (RedisConnectionError, RedisTimeoutError, OSError) as error:
+            raise RedisUnavailable(f"cannot reach Redis at {where(self.client)}: "
+                                   f"{mask_secrets(str(error))}") from error
