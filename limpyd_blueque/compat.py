@@ -225,8 +225,14 @@ def pool_settings(pool: ConnectionPool) -> dict[str, Any]:
 def twin_pool(pool: ConnectionPool) -> ConnectionPool:
     """A new, empty pool of the same class, making the same connections as `pool`.
 
-    Relies on the undocumented `connection_class` and `connection_kwargs` attributes.
+    Relies on the undocumented `connection_class` and `connection_kwargs` attributes
+    (and, for a pool of a sentinel service, those `sentinel.twin` reads).
     """
+    from . import sentinel
+
+    if sentinel.is_sentinel_pool(pool):
+        new: ConnectionPool = sentinel.twin(pool)
+        return new
     return type(pool)(connection_class=pool.connection_class, **pool.connection_kwargs)
 
 

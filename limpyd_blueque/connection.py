@@ -13,7 +13,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import DataError, OutOfMemoryError, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from . import compat
+from . import compat, sentinel
 from .exceptions import (
     ConfigurationError,
     InvalidParameters,
@@ -30,7 +30,7 @@ MASK = "***"
 # part, up to the last '@' of the word (a password holding '@' or '/' is masked whole)
 _URL_PASSWORD = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:)\S*@")
 # a password given in the query string: "?password=..."
-_QUERY_PASSWORD = re.compile(r"([?&;]password=)[^&;#\s]*", re.IGNORECASE)
+_QUERY_PASSWORD = re.compile(r"([?&;](?:sentinel_)?password=)[^&;#\s]*", re.IGNORECASE)
 #: the smallest `proto-max-bulk-len` a Redis server can have: a value of no more bytes is
 #: never too large for it, and the server is not asked its own limit
 SMALLEST_BULK_LIMIT = 1024 * 1024
@@ -49,6 +49,8 @@ def mask_secrets(text: str) -> str:
 
 def describe(client: redis.Redis) -> str:
     """A URL-like name of the server a client talks to, without any password."""
+    if sentinel.is_sentinel_pool(client.connection_pool):
+        return sentinel.describe(client.connection_pool)
     kwargs = compat.pool_settings(client.connection_pool)
     if kwargs.get("path"):
         return f"unix://{kwargs['path']}?db={kwargs.get('db', 0)}"
@@ -169,6 +171,8 @@ class BluequeDatabase(PipelineDatabase):
         try:
             # surrogateescape: bytes that are not UTF-8 reach Python instead of breaking
             # the whole reply, so one bad task cannot stop a worker (see Worker.launch)
+            if sentinel.is_sentinel_url(self.url):
+                return sentinel.master_client(self.url, decode_responses=True, **options)
             return redis.Redis.from_url(self.url, decode_responses=True, **options)
         except ValueError as error:
             raise ConfigurationError(f"invalid Redis URL {mask_secrets(self.url)!r}: "
