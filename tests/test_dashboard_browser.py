@@ -4,7 +4,8 @@ through Debian's `chromium` and `chromedriver` (nothing downloaded at run time).
 
 Run with `python3 -m pytest -m browser`. Without a browser the tests are skipped, unless
 `BLUEQUE_BROWSER_REQUIRED=1` (as CI sets it) makes that a failure. Each main page is saved
-as a PNG in the test's temporary directory, and also in `$BLUEQUE_SCREENSHOTS` when set:
+as a PNG in `.cache/screenshots/` (the run's artifacts), and also in
+`$BLUEQUE_SCREENSHOTS` when set:
 `BLUEQUE_SCREENSHOTS=docs/_static/dashboard python3 -m pytest -m browser` refreshes the
 pictures of docs/dashboard.rst.
 """
@@ -141,14 +142,18 @@ def dashboard(redis_url, browser, conn):
         web.stop()
 
 
-def shot(browser, tmp_path, name):
-    """Save the whole page as `<name>.png` in the test's temporary directory, and in
-    $BLUEQUE_SCREENSHOTS when set."""
+#: where each run saves its screenshots, as artifacts of the run (git ignores .cache/)
+ARTIFACTS = Path(__file__).resolve().parent.parent / ".cache" / "screenshots"
+
+
+def shot(browser, name):
+    """Save the whole page as `<name>.png` in `ARTIFACTS`, and in $BLUEQUE_SCREENSHOTS
+    when set (the docs' pictures)."""
     height = browser.execute_script("return document.documentElement.scrollHeight")
     browser.set_window_size(1400, min(max(int(height) + 20, 500), 1200))
     try:
-        folders = [tmp_path] + [Path(path) for path in [os.environ.get("BLUEQUE_SCREENSHOTS")]
-                                if path]
+        folders = [ARTIFACTS] + [Path(path) for path in [os.environ.get("BLUEQUE_SCREENSHOTS")]
+                                 if path]
         for folder in folders:
             folder.mkdir(parents=True, exist_ok=True)
             browser.save_screenshot(str(folder / f"{name}.png"))
@@ -168,7 +173,7 @@ def cell(web, queue, status):
     return web.one(f'tr[data-queue="{queue}"] td[data-status="{status}"]').text
 
 
-def test_the_overview_shows_each_queues_counts(dashboard, tmp_path):
+def test_the_overview_shows_each_queues_counts(dashboard):
     thumbnails, reports = Queue.named("thumbnails"), Queue.named("reports")
     thumbnails.enqueue_many([{"image": f"{n}.jpg"} for n in range(4)])
     Worker("thumbnails", callback=failing, fork=False, max_loops=1, timeout=0.2).run()
@@ -181,10 +186,10 @@ def test_the_overview_shows_each_queues_counts(dashboard, tmp_path):
     assert cell(web, "thumbnails", "failed") == "1"
     assert cell(web, "reports", "scheduled") == "2"
     assert cell(web, "emails", "pending") == "1"
-    shot(web.browser, tmp_path, "overview")
+    shot(web.browser, "overview")
 
 
-def test_a_running_tasks_progress_bar_moves_without_a_reload(dashboard, workers, tmp_path):
+def test_a_running_tasks_progress_bar_moves_without_a_reload(dashboard, workers):
     queue = Queue.named("reports")
     job = queue.enqueue({"total": 200, "step": 0.1})
     queue.enqueue({"total": 400, "step": 0.1})
@@ -213,15 +218,15 @@ def test_a_running_tasks_progress_bar_moves_without_a_reload(dashboard, workers,
     assert worker != "-"
     web.open("/workers")
     assert worker in web.one("#workers").text
-    shot(web.browser, tmp_path, "workers")
+    shot(web.browser, "workers")
     web.open("/running")
     web.one(f"{row} progress")
-    shot(web.browser, tmp_path, "running")
+    shot(web.browser, "running")
     errors = [entry for entry in page.get_log("browser") if entry["level"] == "SEVERE"]
     assert not errors, errors
 
 
-def test_filtering_errors_by_type(dashboard, tmp_path):
+def test_filtering_errors_by_type(dashboard):
     queue = Queue.named("thumbnails")
     queue.enqueue_many([{"image": f"{n}.jpg"} for n in range(3)])
     Worker("thumbnails", callback=failing, fork=False, max_loops=3, timeout=0.2).run()
@@ -239,7 +244,7 @@ def test_filtering_errors_by_type(dashboard, tmp_path):
     assert {row.get_attribute("data-type") for row in rows} == {"KeyError"}
     counts = web.one('#error-types tr[data-type="KeyError"]').text
     assert counts.split()[-1] == "2"
-    shot(web.browser, tmp_path, "errors")
+    shot(web.browser, "errors")
 
 
 def confirm(web, token=None):
@@ -249,7 +254,7 @@ def confirm(web, token=None):
     web.one("#confirm").click()
 
 
-def test_cancel_and_requeue_ask_for_the_token_once_and_work(dashboard, workers, tmp_path, conn):
+def test_cancel_and_requeue_ask_for_the_token_once_and_work(dashboard, workers, conn):
     from operating_jobs import wait_status
 
     job = Queue.named("reports").enqueue({"total": 1000, "step": 0.1})
@@ -259,7 +264,7 @@ def test_cancel_and_requeue_ask_for_the_token_once_and_work(dashboard, workers, 
     web.open("/running")
     web.click(f'tr[data-task="{job.task_id}"] a.action')
     assert web.one("#token") is not None  # asked for the token
-    shot(web.browser, tmp_path, "confirm")
+    shot(web.browser, "confirm")
     confirm(web, "not-the-token")
     assert "wrong token" in web.one("#token-error").text
     assert Job.load(job.task_id).status.hget() == "started"
@@ -292,7 +297,7 @@ def test_read_only_shows_no_action(dashboard, conn):
     assert Job.load(waiting.task_id).status.hget() == "pending"
 
 
-def test_a_script_in_the_data_runs_nothing(dashboard, tmp_path, conn):
+def test_a_script_in_the_data_runs_nothing(dashboard, conn):
     from selenium.common.exceptions import NoAlertPresentException
 
     queue = Queue.named("thumbnails")
@@ -313,7 +318,7 @@ def test_a_script_in_the_data_runs_nothing(dashboard, tmp_path, conn):
         assert not web.find("main img")
 
 
-def test_a_queue_page_pages_through_its_tasks(dashboard, tmp_path):
+def test_a_queue_page_pages_through_its_tasks(dashboard):
     queue = Queue.named("emails")
     jobs = queue.enqueue_many([{"to": f"user{n}@example.com"} for n in range(60)])
     web = dashboard()
@@ -321,7 +326,7 @@ def test_a_queue_page_pages_through_its_tasks(dashboard, tmp_path):
     assert web.one("#total").text == "60"
     ids = [row.get_attribute("data-task") for row in web.find("#tasks tbody tr")]
     assert ids == [job.task_id for job in jobs[:50]]
-    shot(web.browser, tmp_path, "queue")
+    shot(web.browser, "queue")
     web.one("#next").click()
     wait_for(lambda: "page=2" in web.browser.current_url)
     ids = [row.get_attribute("data-task") for row in web.find("#tasks tbody tr")]
@@ -335,7 +340,7 @@ def converting(job, queue):
     raise OSError(f"page 121 of {job.task_id[:8]}.pdf: unreadable image")
 
 
-def test_a_task_page_shows_progress_checkpoint_and_traceback(dashboard, tmp_path):
+def test_a_task_page_shows_progress_checkpoint_and_traceback(dashboard):
     job = Queue.named("reports").enqueue({"document": "annual-report.pdf"})
     Worker("reports", callback=converting, fork=False, max_loops=1, timeout=0.2).run()
     web = dashboard()
@@ -348,4 +353,4 @@ def test_a_task_page_shows_progress_checkpoint_and_traceback(dashboard, tmp_path
     assert "OSError" in error.text and "unreadable image" in error.text
     assert "Traceback (most recent call last)" in web.one("pre.traceback").text
     assert [element.text for element in web.find(".actions a.action")] == ["requeue", "delete"]
-    shot(web.browser, tmp_path, "task")
+    shot(web.browser, "task")
