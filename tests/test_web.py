@@ -144,7 +144,7 @@ def test_the_workers_page_lists_a_live_worker(web, conn, workers):
 
 def test_an_action_asks_for_the_token_once_then_acts(web, conn):
     job = Queue.named("a").enqueue({})
-    wrong = act(web, "cancel", token="nope", task=job.task_id)
+    wrong = act(web, "cancel", token="nöpe", task=job.task_id)
     assert wrong.status_code == 403 and "wrong token" in wrong.get_data(as_text=True)
     assert job.status.hget() == "pending"
     done = act(web, "cancel", task=job.task_id)
@@ -161,7 +161,8 @@ def test_an_action_without_the_sessions_csrf_token_is_refused(web, conn):
     job = Queue.named("a").enqueue({})
     page(web, f"/confirm/cancel?task={job.task_id}")
     for form in ({"task": job.task_id, "token": TOKEN},
-                 {"task": job.task_id, "token": TOKEN, "csrf": "forged"}):
+                 {"task": job.task_id, "token": TOKEN, "csrf": "forged"},
+                 {"task": job.task_id, "token": "é", "csrf": "forgé"}):
         response = web.post("/act/cancel", data=form)
         assert response.status_code == 400
         assert "came from another site" in response.get_data(as_text=True)

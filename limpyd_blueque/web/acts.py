@@ -158,7 +158,7 @@ def act(name: str) -> Any:
     action = found(name)
     values = action_values(action, request.form)
     sent = request.form.get("csrf", "")
-    if not sent or not hmac.compare_digest(sent, str(session.get("csrf", ""))):
+    if not sent or not hmac.compare_digest(sent.encode(), str(session.get("csrf", "")).encode()):
         raise ConfigurationError("the form expired or came from another site: reload the "
                                  "page and confirm again")
     if not session.get("authed"):
