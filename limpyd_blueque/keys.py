@@ -83,15 +83,32 @@ def check_listener_id(listener_id: object) -> str:
 class KeySpace:
     """The keys of one Blueque installation, named by its prefix."""
 
-    def __init__(self, prefix: str = DEFAULT_PREFIX) -> None:
+    def __init__(self, prefix: str = DEFAULT_PREFIX, cluster: bool = False) -> None:
         if not isinstance(prefix, str) or not PREFIX_RE.match(prefix):
             raise InvalidName(
                 f"invalid key prefix {prefix!r}: use 1 to 50 letters, digits, '.' or '-'"
             )
         self.prefix = prefix
+        #: the cluster key mode: every key of a queue holds the queue's hash tag (see
+        #: `tag`), so that each step touches one slot of a Redis Cluster
+        self.cluster = cluster
 
     def __repr__(self) -> str:
-        return f"KeySpace({self.prefix!r})"
+        return f"KeySpace({self.prefix!r}{', cluster=True' if self.cluster else ''})"
+
+    def tag(self, queue: str) -> str:
+        """A queue's part of the keys of its structures: its name, or in the cluster key
+        mode `{name}`, a hash tag putting every key of the queue in one slot (queue
+        names never hold braces: see `QUEUE_NAME_RE`)."""
+        return f"{{{queue}}}" if self.cluster else queue
+
+    def task_id_in(self, queue: str, task_id: str) -> str:
+        """The id a task of `queue` is given: `task_id` itself, or in the cluster key mode
+        `task_id` after the queue's hash tag (unless it holds it already), so that its
+        hash, `task(id)`, is in its queue's slot and is found from the id alone."""
+        if not self.cluster or task_id.startswith(self.tag(queue)):
+            return task_id
+        return self.tag(queue) + task_id
 
     # -- Blueque wire keys -------------------------------------------------------------
     def _wire(self, *parts: str) -> str:
@@ -109,23 +126,25 @@ class KeySpace:
     @property
     def queues(self) -> str:
         """Sorted set of queue names scored by listener count: `blueque_queues`."""
+        if self.cluster:  # beside the workers' records, in their slot
+            return self._shared("queues")
         return self._wire("queues")
 
     def pending(self, queue: str) -> str:
         """List of pending task ids, pushed left and popped right."""
-        return self._wire("pending_tasks", queue)
+        return self._wire("pending_tasks", self.tag(queue))
 
     def scheduled(self, queue: str) -> str:
         """Sorted set of scheduled task ids scored by their eta."""
-        return self._wire("scheduled_tasks", queue)
+        return self._wire("scheduled_tasks", self.tag(queue))
 
     def complete(self, queue: str) -> str:
         """List of complete task ids, newest first."""
-        return self._wire("complete_tasks", queue)
+        return self._wire("complete_tasks", self.tag(queue))
 
     def failed(self, queue: str) -> str:
         """List of failed task ids, newest first."""
-        return self._wire("failed_tasks", queue)
+        return self._wire("failed_tasks", self.tag(queue))
 
     def finished(self, queue: str, status: str) -> str:
         """The list of a finished status (`ValueError` for another status)."""
@@ -135,19 +154,19 @@ class KeySpace:
 
     def started(self, queue: str) -> str:
         """Set of running tasks, members `"<listener id> <pid> <task id>"`."""
-        return self._wire("started_tasks", queue)
+        return self._wire("started_tasks", self.tag(queue))
 
     def listeners(self, queue: str) -> str:
         """Set of the listener ids listening on a queue."""
-        return self._wire("listeners", queue)
+        return self._wire("listeners", self.tag(queue))
 
     def reserved(self, queue: str, listener_id: str) -> str:
         """List of the task ids a listener has taken from a queue."""
-        return self._wire("reserved_tasks", queue, listener_id)
+        return self._wire("reserved_tasks", self.tag(queue), listener_id)
 
     def reserved_pattern(self, queue: str) -> str:
         """`SCAN` pattern matching every reserved list of a queue."""
-        return self._wire("reserved_tasks", queue, "*")
+        return self._wire("reserved_tasks", self.tag(queue), "*")
 
     @property
     def task_pattern(self) -> str:
@@ -195,13 +214,18 @@ class KeySpace:
     def _own(self, *parts: str) -> str:
         return ":".join((self.prefix, *parts))
 
+    def _shared(self, *parts: str) -> str:
+        """A key of no queue (the workers' records): in the cluster key mode, all of them
+        in the slot of the prefix's own hash tag."""
+        return ":".join((f"{{{self.prefix}}}" if self.cluster else self.prefix, *parts))
+
     def leases(self, queue: str) -> str:
         """Sorted set of the reserved and started tasks of a queue, scored by lease end.
 
         A score of `+inf` marks a task held without an expiring lease (taken by a
         client that does not renew leases, such as the reference package).
         """
-        return self._own("leases", queue)
+        return self._own("leases", self.tag(queue))
 
     def prioritized(self, queue: str) -> str:
         """Sorted set of the pending tasks of a priority other than 0.
@@ -210,29 +234,29 @@ class KeySpace:
         priority, first in line within it (`rank` grows as tasks join the end of their
         priority, and falls for a task put at its front). See `lua/_line.lua`.
         """
-        return self._own("prioritized", queue)
+        return self._own("prioritized", self.tag(queue))
 
     def identifiers(self, queue: str) -> str:
         """Hash of the waiting tasks of a queue that have an identifier: identifier -> id."""
-        return self._own("identifiers", queue)
+        return self._own("identifiers", self.tag(queue))
 
     def canceled(self, queue: str) -> str:
         """List of canceled task ids, newest first."""
-        return self._own("canceled", queue)
+        return self._own("canceled", self.tag(queue))
 
     def utubes(self, queue: str) -> str:
         """Hash of a queue's busy micro-queues: utube key -> id of the one task of that key
         in line or held (see `lua/_line.lua`)."""
-        return self._own("utubes", queue)
+        return self._own("utubes", self.tag(queue))
 
     def utube_waiting(self, queue: str) -> str:
         """Sorted set of the pending tasks waiting behind the task of their utube key,
         scored by when they joined (each is also in its key's list, `utube`)."""
-        return self._own("utube_waiting", queue)
+        return self._own("utube_waiting", self.tag(queue))
 
     def utube_lists(self, queue: str) -> str:
         """What precedes a utube key in the name of its list (scripts add the key)."""
-        return self._own("utube", queue, "")
+        return self._own("utube", self.tag(queue), "")
 
     def utube(self, queue: str, key: str) -> str:
         """List of the pending tasks waiting behind the task of utube `key`, in order
@@ -241,68 +265,68 @@ class KeySpace:
 
     def buried(self, queue: str) -> str:
         """List of buried task ids, newest first (`Queue.kick` takes the oldest first)."""
-        return self._own("buried", queue)
+        return self._own("buried", self.tag(queue))
 
     def expired(self, queue: str) -> str:
         """List of expired task ids, newest first."""
-        return self._own("expired", queue)
+        return self._own("expired", self.tag(queue))
 
     def expiry(self, queue: str) -> str:
         """Sorted set of the waiting tasks that have a ttl, scored by when they expire."""
-        return self._own("expiry", queue)
+        return self._own("expiry", self.tag(queue))
 
     def retention(self, queue: str) -> str:
         """Sorted set of the finished tasks of a queue (complete, failed, canceled, expired),
         scored by when each is deleted (its `result_ttl` or `failure_ttl`); a task kept
         forever has no entry."""
-        return self._own("retention", queue)
+        return self._own("retention", self.tag(queue))
 
     def stalled(self, queue: str) -> str:
         """Sorted set of the running tasks of a queue flagged stalled (their progress did
         not move for their `stall_timeout`), scored by when each was flagged."""
-        return self._own("stalled", queue)
+        return self._own("stalled", self.tag(queue))
 
     def canceling(self, queue: str) -> str:
         """Set of the running tasks of a queue whose cancel was asked and not yet applied:
         their holders read it at each beat (one read per queue, however many tasks run)."""
-        return self._own("canceling", queue)
+        return self._own("canceling", self.tag(queue))
 
     def throughput(self, queue: str, minute: int) -> str:
         """Hash of the tasks of a queue finished in one minute (`minute`: Unix time // 60):
         `complete`, `failed`, `canceled`; it expires two hours after it was last written."""
-        return self._own("stats", queue, "m", str(minute))
+        return self._own("stats", self.tag(queue), "m", str(minute))
 
     def statistics(self, queue: str) -> str:
         """Hash of a queue's counters, kept by the scripts: `calls.<operation>`."""
-        return self._own("stats", queue)
+        return self._own("stats", self.tag(queue))
 
     def periodic(self, queue: str) -> str:
         """Hash of the periodic tasks declared on a queue: name -> definition (JSON)."""
-        return self._own("periodic", queue)
+        return self._own("periodic", self.tag(queue))
 
     def periodic_due(self, queue: str) -> str:
         """Sorted set of the periodic tasks of a queue, scored by their next tick."""
-        return self._own("periodic_due", queue)
+        return self._own("periodic_due", self.tag(queue))
 
     def queue_settings(self, queue: str) -> str:
         """Hash of a queue's settings: default `ttr`, `max_run_time`, `max_attempts`."""
-        return self._own("queue", queue)
+        return self._own("queue", self.tag(queue))
 
     @property
     def workers(self) -> str:
         """Sorted set of this library's worker listener ids, scored by the time (Redis's
         clock) until which each is alive: its last beat plus its `liveness_timeout`."""
-        return self._own("workers")
+        return self._shared("workers")
 
     @property
     def workers_info(self) -> str:
         """Hash of each worker's identity: listener id -> JSON with its machine, pid,
         process start mark, host and queues (read to take back a dead worker's tasks)."""
-        return self._own("workers", "info")
+        return self._shared("workers", "info")
 
     def machine_workers(self, machine: str) -> str:
         """Set of the worker listener ids running on one machine (see `liveness.MACHINE_ID`)."""
-        return self._own("workers", "machine", machine)
+        return self._shared("workers", "machine", machine)
 
     def wake_channel(self, queue: str) -> str:
         """Pub/sub channel told about each new pending task of a queue."""
@@ -318,6 +342,6 @@ class KeySpace:
 
 
 @cache
-def keyspace(prefix: str = DEFAULT_PREFIX) -> KeySpace:
-    """The shared `KeySpace` for a prefix."""
-    return KeySpace(prefix)
+def keyspace(prefix: str = DEFAULT_PREFIX, cluster: bool = False) -> KeySpace:
+    """The shared `KeySpace` for a prefix (and key mode)."""
+    return KeySpace(prefix, cluster)
