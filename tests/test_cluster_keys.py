@@ -32,7 +32,7 @@ def queue_keys(keys, queue):
             found.append(result[0])
         else:
             found += [entry[0] for entry in result]
-    return found + [keys.task(keys.task_id_in(queue, "0b8c7d6e"))]
+    return [*found, keys.task(keys.task_id_in(queue, "0b8c7d6e"))]
 
 
 def test_every_key_of_a_queue_is_in_one_slot():
