@@ -138,8 +138,8 @@ class Queue:
         """Many tasks, one script call per `chunk` (see `Queue.enqueue_many`): all checked
         before the first write; `PartiallyEnqueued` when a chunk fails after others were
         written. The id of each task, in order."""
-        ready = prepare_tasks(self.job_model, parameters, task_ids=task_ids, chunk=chunk,
-                              options=options, common=common)
+        ready = prepare_tasks(self.job_model, self.keys, self.name, parameters,
+                              task_ids=task_ids, chunk=chunk, options=options, common=common)
         await self._check_sizes(ready.texts)
         done: list[str] = []
         for start, end in ready.chunks:

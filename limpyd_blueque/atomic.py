@@ -248,11 +248,18 @@ class ScriptRunner:
         self.keys = keys
         self._scripts = {name: client.register_script(_load(name)) for name in SCRIPT_NAMES}
         # Load them all in one round trip now, so that no step pays for a NOSCRIPT
-        # retry later (redis-py still reloads them if the server forgets them).
-        with reaching(client), client.pipeline(transaction=False) as pipe:
-            for script in self._scripts.values():
-                pipe.script_load(script.script)
-            pipe.execute()
+        # retry later (redis-py still reloads them if the server forgets them). A cluster
+        # client loads each on every primary, one command per script (redis-py refuses a
+        # pipelined SCRIPT LOAD there).
+        with reaching(client):
+            if keys.cluster:
+                for script in self._scripts.values():
+                    client.script_load(script.script)
+                return
+            with client.pipeline(transaction=False) as pipe:
+                for script in self._scripts.values():
+                    pipe.script_load(script.script)
+                pipe.execute()
 
     def _run(self, name: str, keys: Sequence[str], args: Iterable[object]) -> Any:
         # Any: a script's reply is whatever its Lua returns (numbers, text, nested lists);
@@ -309,8 +316,8 @@ class Planner:
         """
         k = self.keys
         packed = [options.packed for _, _, options in tasks]
-        keys = [k.queues, k.pending(queue), k.queue_settings(queue), k.expiry(queue),
-                k.statistics(queue)]
+        keys = [k.queue_index(queue), k.pending(queue), k.queue_settings(queue),
+                k.expiry(queue), k.statistics(queue)]
         args: list[object] = [queue, now, k.wake_channel(queue)]
         if not any(packed):  # the common case, its own lighter script
             keys += [k.task(task_id) for task_id, _, _ in tasks]

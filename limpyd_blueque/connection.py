@@ -24,6 +24,8 @@ from .exceptions import (
 )
 
 DEFAULT_URL = "redis://localhost:6379/0"
+#: the scheme of a Redis Cluster URL (the cluster key mode): redis+cluster://host:port
+CLUSTER_SCHEME = "redis+cluster:"
 #: what a password is shown as
 MASK = "***"
 # "scheme://user:password@": the password is everything after the first ':' of the user
@@ -49,6 +51,9 @@ def mask_secrets(text: str) -> str:
 
 def describe(client: redis.Redis) -> str:
     """A URL-like name of the server a client talks to, without any password."""
+    if not hasattr(client, "connection_pool"):  # a cluster client: its first node
+        node = client.get_default_node()  # type: ignore[attr-defined]
+        return f"{CLUSTER_SCHEME}//{node.host}:{node.port}"
     if sentinel.is_sentinel_pool(client.connection_pool):
         return sentinel.describe(client.connection_pool)
     kwargs = compat.pool_settings(client.connection_pool)
@@ -160,12 +165,19 @@ class BluequeDatabase(PipelineDatabase):
     two databases on two URLs never mix.
     """
 
-    def __init__(self, url: str = DEFAULT_URL, **client_options: object) -> None:
-        self.url = url
+    def __init__(self, url: str = DEFAULT_URL, *, cluster: bool = False,
+                 **client_options: object) -> None:
+        #: the cluster key mode (see `keys.KeySpace.tag`): `cluster=True`, or a
+        #: `redis+cluster://` URL
+        self.cluster = cluster or url.lower().startswith(CLUSTER_SCHEME)
+        self.url = ("redis:" + url[len(CLUSTER_SCHEME):]
+                    if url.lower().startswith(CLUSTER_SCHEME) else url)
         self._client_options = client_options
         super().__init__()
 
     def connect(self, **settings: object) -> redis.Redis:
+        if self.cluster:
+            return self._cluster_client()
         options = {"encoding_errors": "surrogateescape", **lean_connection_options(),
                    **self._client_options}
         try:
@@ -177,6 +189,23 @@ class BluequeDatabase(PipelineDatabase):
         except ValueError as error:
             raise ConfigurationError(f"invalid Redis URL {mask_secrets(self.url)!r}: "
                                      f"{mask_secrets(str(error))}") from error
+
+    def _cluster_client(self) -> redis.Redis:
+        """A Redis Cluster client (redis-py's `RedisCluster`), which routes each command
+        to the node of its keys' slot."""
+        from redis.cluster import RedisCluster
+
+        try:
+            client: redis.Redis = RedisCluster.from_url(  # type: ignore[assignment]
+                self.url, decode_responses=True, encoding_errors="surrogateescape",
+                **self._client_options)
+        except (ValueError, RedisError) as error:
+            if isinstance(error, (RedisConnectionError, RedisTimeoutError)):
+                raise RedisUnavailable(f"cannot reach the Redis Cluster at "
+                                       f"{mask_secrets(self.url)}: {error}") from error
+            raise ConfigurationError(f"invalid Redis Cluster URL {mask_secrets(self.url)!r}: "
+                                     f"{mask_secrets(str(error))}") from error
+        return client
 
     def ping(self) -> None:
         """Check that the server answers; raise `RedisUnavailable` if not."""
@@ -216,16 +245,17 @@ def safety_warnings(client: redis.Redis) -> list[str]:
     return warnings
 
 
-def use_redis(url: str = DEFAULT_URL, *, check: bool = True,
+def use_redis(url: str = DEFAULT_URL, *, check: bool = True, cluster: bool = False,
               **client_options: object) -> BluequeDatabase:
     """Bind every limpyd-blueque model to the Redis server at `url` and return the database.
 
     With `check`, the server is pinged so that a wrong URL fails here, with a
-    `RedisUnavailable` that names it, rather than at the first task.
+    `RedisUnavailable` that names it, rather than at the first task. `cluster` (or a
+    `redis+cluster://` URL) binds them to a Redis Cluster, in the cluster key mode.
     """
     from .models import BluequeModel
 
-    database = BluequeDatabase(url, **client_options)
+    database = BluequeDatabase(url, cluster=cluster, **client_options)
     if check:
         database.ping()
     BluequeModel.use_database(database)

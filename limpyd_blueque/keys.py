@@ -130,6 +130,13 @@ class KeySpace:
             return self._shared("queues")
         return self._wire("queues")
 
+    def queue_index(self, queue: str) -> str:
+        """The index of queues a step on `queue` writes its name to: `queues` itself, or in
+        the cluster key mode the queue's own entry, in its slot (`<prefix>:listed:{name}`);
+        the cluster-wide `queues` is then written apart, by the producer (see
+        `models.producing.enqueue_tasks`)."""
+        return self._own("listed", self.tag(queue)) if self.cluster else self.queues
+
     def pending(self, queue: str) -> str:
         """List of pending task ids, pushed left and popped right."""
         return self._wire("pending_tasks", self.tag(queue))

@@ -29,8 +29,9 @@ class BluequeModel(RedisModel):
 
     @classmethod
     def keys(cls) -> KeySpace:
-        """The key space of this model, named by its namespace."""
-        return keyspace(cls.namespace)
+        """The key space of this model, named by its namespace, in its database's key
+        mode (the cluster key mode on a Redis Cluster)."""
+        return keyspace(cls.namespace, bool(getattr(cls.database, "cluster", False)))
 
     @classmethod
     def scripts(cls) -> Scripts:

@@ -14,6 +14,7 @@ from redis.exceptions import RedisError
 
 from ..connection import check_value_sizes, reaching
 from ..exceptions import ConfigurationError, LimpydBluequeError, PartiallyEnqueued
+from ..keys import KeySpace
 from ..options import TaskOptions, task_options
 from ..values import (
     check_number,
@@ -95,16 +96,18 @@ class Enqueuing(Generic[T]):
         return [parameters for _, parameters, _ in self.tasks]
 
 
-def prepare_tasks(job_model: type[T], parameters: Sequence[Any], *,
-                  task_ids: Sequence[str] | None = None, chunk: int = 1000,
+def prepare_tasks(job_model: type[T], keys: KeySpace, queue: str, parameters: Sequence[Any],
+                  *, task_ids: Sequence[str] | None = None, chunk: int = 1000,
                   options: Sequence[Mapping[str, Any]] | None = None,
                   common: Mapping[str, Any] | None = None) -> Enqueuing[T]:
-    """Check and encode tasks to enqueue (see `Queue.enqueue_many`), touching no server:
-    every mistake is found before anything is written."""
+    """Check and encode tasks to enqueue in `queue` (see `Queue.enqueue_many`), touching
+    no server: every mistake is found before anything is written. Their ids are given in
+    the key mode of `keys` (see `KeySpace.task_id_in`)."""
     common = dict(common or {})
     texts = [encode(value) for value in check_parameters_list(parameters)]
-    ids = ([str(uuid.uuid4()) for _ in texts] if task_ids is None
-           else check_task_ids(task_ids, len(texts)))
+    ids = [keys.task_id_in(queue, task_id) for task_id in (
+        [str(uuid.uuid4()) for _ in texts] if task_ids is None
+        else check_task_ids(task_ids, len(texts)))]
     check_number("chunk", chunk, integer=True, minimum=1)
     checked = per_task_options(job_model, len(texts), common, options, time.time())
     classes = ([model_class(job_model, (options[i] if options else {}).get(
@@ -120,10 +123,13 @@ def enqueue_tasks(job_model: type[T], queue: str, parameters: Sequence[Any], *,
                   common: Mapping[str, Any] | None = None) -> list[T]:
     """Enqueue tasks in `queue` (see `Queue.enqueue_many`); the task of each, in order:
     the new one, or the waiting one its identifier maps to."""
-    ready = prepare_tasks(job_model, parameters, task_ids=task_ids, chunk=chunk,
-                          options=options, common=common)
+    ready = prepare_tasks(job_model, job_model.keys(), queue, parameters, task_ids=task_ids,
+                          chunk=chunk, options=options, common=common)
     client, scripts = job_model.client(), job_model.scripts()
     check_value_sizes(client, ready.texts)
+    if job_model.keys().cluster:  # the cluster-wide index of queues, apart (an index only)
+        with reaching(client):
+            client.zadd(job_model.keys().queues, {queue: 0}, nx=True)
     done: list[str] = []
     for start, end in ready.chunks:
         try:

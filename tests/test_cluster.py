@@ -1,0 +1,115 @@
+"""The cluster key mode on a real Redis Cluster (issue 15): three masters and three
+replicas on local ports (tests/clusters.py), the models bound with
+`use_redis(url, cluster=True)`. Each step on a queue runs on its queue's slot: the
+protocol steps, priorities, micro-queues, leases; queues spread over the shards; and no
+command crossed slots (each node counts the CROSSSLOT errors it answered).
+
+Run with `python3 -m pytest -m cluster` (CI runs it in its own step).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import redis
+from clusters import LocalCluster
+
+from limpyd_blueque import Job, Queue, use_redis
+
+pytestmark = pytest.mark.cluster
+LISTENER = "host.example_7"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    cluster = LocalCluster(tmp_path_factory.mktemp("cluster"))
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def bound(cluster, redis_url):
+    """The models on the cluster, every master emptied first; the tests' server after."""
+    for port in cluster.masters():
+        redis.Redis(port=port).flushall()
+    database = use_redis(cluster.url, cluster=True)
+    yield database
+    assert crossed_slots(cluster) == 0
+    use_redis(redis_url)
+
+
+def crossed_slots(cluster):
+    """How many CROSSSLOT errors the nodes answered since they started."""
+    total = 0
+    for node in cluster.nodes:
+        stats = redis.Redis(port=node.port).info("errorstats")
+        total += int(stats.get("errorstat_CROSSSLOT", {}).get("count", 0))
+    return total
+
+
+def test_a_tasks_life_on_one_slot(bound):
+    queue = Queue.named("thumbnails")
+    job = queue.enqueue({"image": "cat.jpg"}, ttr=30)
+    assert job.task_id.startswith("{thumbnails}")
+    assert Job.load(job.task_id).status.hget() == "pending"
+    held, reservation = Queue.reserve_from(["thumbnails"], LISTENER)
+    assert held.task_id == job.task_id and reservation.attempt == 1
+    held.start(LISTENER, 4242)
+    held.complete({"width": 128}, listener_id=LISTENER)
+    data = Job.load(job.task_id).data()
+    assert (data.status, data.result) == ("complete", '{"width":128}')
+    assert queue.statistics()["tasks"]["complete"] == 1
+    assert Job.queue_names() == ["thumbnails"]
+
+
+def test_priorities_and_micro_queues(bound):
+    queue = Queue.named("reports")
+    low = queue.enqueue({"n": 1})
+    high = queue.enqueue({"n": 2}, priority=5)
+    first_a = queue.enqueue({"n": 3}, utube="customer-a", priority=9)
+    second_a = queue.enqueue({"n": 4}, utube="customer-a", priority=9)
+    taken = [Queue.reserve_from(["reports"], LISTENER)[0].task_id for _ in range(3)]
+    assert taken == [first_a.task_id, high.task_id, low.task_id]  # second_a waits its turn
+    assert second_a.status.hget() == "pending"
+    Job.load(first_a.task_id).complete("done", listener_id=LISTENER)
+    assert Queue.reserve_from(["reports"], LISTENER)[0].task_id == second_a.task_id
+
+
+def test_fail_requeue_bury_kick_cancel_and_delete(bound):
+    queue = Queue.named("emails")
+    job = queue.enqueue({"to": "a@example.com"})
+    held, _ = Queue.reserve_from(["emails"], LISTENER)
+    held.fail("ValueError: no", listener_id=LISTENER)
+    assert job.status.hget() == "failed"
+    assert Job.load(job.task_id).requeue()
+    held, _ = Queue.reserve_from(["emails"], LISTENER)
+    assert held.bury("poisoned", listener_id=LISTENER)
+    assert queue.kick(5) == 1
+    assert job.status.hget() == "pending"
+    assert job.cancel() and job.status.hget() == "canceled"
+    job.delete()
+    assert not redis.Redis(port=bound.connection.get_node_from_key(job.key).port).exists(job.key)
+
+
+def test_leases_are_renewed_and_a_dead_holders_task_comes_back(bound):
+    queue = Queue.named("long")
+    job = queue.enqueue({}, ttr=1)
+    Queue.reserve_from(["long"], LISTENER)
+    time.sleep(1.2)  # its lease ends: the next clean takes it back
+    from limpyd_blueque.cleaning import light_clean
+
+    light_clean()
+    assert job.status.hget() == "pending"
+    assert Queue.reserve_from(["long"], LISTENER)[1].attempt == 2
+
+
+def test_a_hundred_queues_spread_over_the_shards(bound, cluster):
+    for n in range(100):
+        Queue.named(f"queue-{n}").enqueue({"n": n})
+    masters = cluster.masters()
+    sizes = [redis.Redis(port=port).dbsize() for port in masters]
+    assert len(masters) == 3
+    assert all(size > 10 for size in sizes), sizes
+    assert sorted(Job.queue_names()) == sorted(f"queue-{n}" for n in range(100))
+    assert sum(Queue.named(f"queue-{n}").counts()["pending"] for n in range(100)) == 100
