@@ -595,10 +595,14 @@ class Scripts(ScriptRunner):
         None) and what was passed over on the way (see `PassedOver`).
         """
         k = self.keys
+        ttrs = list(ttrs) if ttrs is not None else [None] * len(queues)
+        if k.cluster and len(queues) > 1:  # one slot per queue: one step per queue
+            return self._reserve_each(queues, listener_id, now, ttrs, pid=pid, pstart=pstart,
+                                      max_run_time=max_run_time, max_attempts=max_attempts,
+                                      retention=retention)
         keys: list[str] = []
         args: list[object] = [k.task_prefix, listener_id, now, pid, pstart, max_run_time,
                               max_attempts, PASS_OVER_BOUND, retention.failure_ttl]
-        ttrs = list(ttrs) if ttrs is not None else [None] * len(queues)
         for queue, ttr in zip(queues, ttrs):
             keys += [k.pending(queue), k.reserved(queue, listener_id), k.leases(queue),
                      k.started(queue), k.queue_settings(queue), k.failed(queue),
@@ -618,6 +622,23 @@ class Scripts(ScriptRunner):
             return None, passed
         return Reservation.from_reply(task_id, queues[int(index) - 1], flat,
                                       [*reply[3:6], reply[11]], reply[12]), passed
+
+    def _reserve_each(self, queues: Sequence[str], listener_id: str, now: float,
+                      ttrs: Sequence[float | str | None], **terms: Any,
+                      ) -> tuple[Reservation | None, PassedOver]:
+        """`reserve` in the cluster key mode, where queues are in slots of their own: one
+        step per queue, in their order of preference, until one gives a task. Priorities
+        then order the tasks of each queue, not of all the queues together."""
+        passed = PassedOver([], {}, {}, False, [])
+        for queue, ttr in zip(queues, ttrs):
+            reservation, more = self.reserve([queue], listener_id, now, ttrs=[ttr], **terms)
+            passed = PassedOver(passed.dropped + more.dropped,
+                                {**passed.quarantined, **more.quarantined},
+                                {**passed.broken, **more.broken}, passed.more or more.more,
+                                passed.expired + more.expired)
+            if reservation is not None:
+                return reservation, passed
+        return None, passed
 
     def start(self, queue: str, task_id: str, listener_id: str, pid: int, now: float,
               attempt: int | str | None = None, pstart: str | None = None) -> Outcome:
@@ -778,11 +799,18 @@ class Scripts(ScriptRunner):
         return Outcome.from_reply(reply)
 
     def add_listener(self, queue: str, listener_id: str) -> bool:
+        """Blueque listener registration. In the cluster key mode, the listener is counted
+        in the queue's own index entry, and the queue is added to the cluster-wide index
+        by a command of its own (see `KeySpace.queue_index`)."""
         k = self.keys
-        return bool(self._run("add_listener", [k.listeners(queue), k.queues],
-                              [listener_id, queue]))
+        added = bool(self._run("add_listener", [k.listeners(queue), k.queue_index(queue)],
+                               [listener_id, queue]))
+        if k.cluster:
+            with reaching(self.client):
+                self.client.zadd(k.queues, {queue: 0}, nx=True)
+        return added
 
     def remove_listener(self, queue: str, listener_id: str) -> bool:
         k = self.keys
-        return bool(self._run("remove_listener", [k.listeners(queue), k.queues],
+        return bool(self._run("remove_listener", [k.listeners(queue), k.queue_index(queue)],
                               [listener_id, queue]))

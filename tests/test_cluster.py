@@ -113,3 +113,22 @@ def test_a_hundred_queues_spread_over_the_shards(bound, cluster):
     assert all(size > 10 for size in sizes), sizes
     assert sorted(Job.queue_names()) == sorted(f"queue-{n}" for n in range(100))
     assert sum(Queue.named(f"queue-{n}").counts()["pending"] for n in range(100)) == 100
+
+
+def test_reserving_from_several_queues_takes_them_in_their_order(bound):
+    Queue.named("second").enqueue({"n": 2}, priority=9)
+    first = Queue.named("first").enqueue({"n": 1})
+    held, _ = Queue.reserve_from(["first", "second"], LISTENER)
+    assert held.task_id == first.task_id  # each queue's priorities, queue by queue
+    held, _ = Queue.reserve_from(["first", "second"], LISTENER)
+    assert held.task_id.startswith("{second}")
+    assert Queue.reserve_from(["first", "second"], LISTENER)[0] is None
+
+
+def test_listeners_are_registered_on_their_queues_slot(bound):
+    queue = Queue.named("listened")
+    assert queue.add_listener("host_1") and queue.add_listener("host_2")
+    assert Queue.listener_counts() == {"listened": 2}
+    assert "listened" in Job.queue_names()
+    assert queue.remove_listener("host_1")
+    assert Queue.listener_counts() == {"listened": 1}

@@ -110,10 +110,20 @@ class Queue(BluequeModel):
 
     @classmethod
     def listener_counts(cls) -> dict[str, int]:
-        """`blueque_queues`: every queue name with its number of listeners."""
+        """`blueque_queues`: every queue name with its number of listeners (in the cluster
+        key mode, each counted in its queue's own index entry: one more read per queue)."""
+        keys, client = cls.keys(), cls.client()
         pairs = cast("list[tuple[str, float]]",
-                     cls.client().zrange(cls.keys().queues, 0, -1, withscores=True))
-        return {name: int(score) for name, score in pairs}
+                     client.zrange(keys.queues, 0, -1, withscores=True))
+        if not keys.cluster:
+            return {name: int(score) for name, score in pairs}
+        names = [name for name, _ in pairs]
+        with client.pipeline(transaction=False) as pipe:
+            for name in names:
+                pipe.zscore(keys.queue_index(name), name)
+            scores = pipe.execute(raise_on_error=False)
+        return {name: int(score) if isinstance(score, float) else 0
+                for name, score in zip(names, scores)}
 
     # -- producer steps -----------------------------------------------------------------
     def enqueue(self, parameters: Any = "", *, task_id: str | None = None,
