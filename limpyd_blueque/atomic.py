@@ -391,11 +391,23 @@ class Upkeep:
         but for one read of each lease not renewed since its reservation (see
         lua/renew.lua).
         """
+        if self.keys.cluster:
+            return self._renew_by_slot(leases, beat, liveness_timeout, alive_for or {},
+                                       watched, canceling)
+        return self._renew(leases, beat, liveness_timeout, alive_for, watched, canceling)
+
+    def _renew(self, leases: Sequence[Lease], beat: Beat | None, liveness_timeout: float,
+               alive_for: Mapping[str, float] | None, watched: Sequence[str],
+               canceling: Sequence[str], stand_in: str | None = None) -> Renewal:
+        """`renew` in one step. Without a `beat`, the worker's record keys are not touched:
+        `stand_in`, a key of the leases' slot, is named in their place (the cluster key
+        mode, where they are in another slot)."""
         k = self.keys
         machine = beat.machine if beat is not None else ""
         queues = list(dict.fromkeys([lease.queue for lease in leases] + list(canceling)))
         index = {queue: number for number, queue in enumerate(queues, 1)}
-        keys: list[str] = [k.workers, k.workers_info, k.machine_workers(machine)]
+        keys: list[str] = ([stand_in] * 3 if stand_in is not None and beat is None else
+                           [k.workers, k.workers_info, k.machine_workers(machine)])
         for queue in queues:
             keys += [k.leases(queue), k.canceling(queue)]
         keys += [k.task(lease.task_id) for lease in leases]
@@ -425,6 +437,30 @@ class Upkeep:
                 pipe.srem(k.machine_workers(machine), worker_id)
             pipe.execute(raise_on_error=False)  # a record key of another type: left alone
 
+    def _renew_by_slot(self, leases: Sequence[Lease], beat: Beat | None,
+                       liveness_timeout: float, alive_for: Mapping[str, float],
+                       watched: Sequence[str], canceling: Sequence[str]) -> Renewal:
+        """`renew` in the cluster key mode: the worker's record in one step (its slot),
+        then one step per queue for its leases, cancels and watched tasks."""
+        k = self.keys
+        parts = [self._renew([], beat, liveness_timeout, None, (), ())] if beat else []
+        queues = dict.fromkeys([lease.queue for lease in leases] + list(canceling)
+                               + [k.queue_of(task_id) for task_id in watched])
+        for queue in queues:
+            parts.append(self._renew(
+                [lease for lease in leases if lease.queue == queue], None, liveness_timeout,
+                alive_for, [task_id for task_id in watched if k.queue_of(task_id) == queue],
+                [queue] if queue in canceling else [], stand_in=k.queue_index(queue)))
+        if not parts:
+            return self._renew([], None, liveness_timeout, None, (), ())
+        record = parts[0]
+        return Renewal(
+            {task: status for part in parts for task, status in part.lost.items()},
+            record.siblings, record.expired, max(part.now for part in parts),
+            record.revived, {task: value for part in parts for task, value in part.watched.items()},
+            {task: value for part in parts for task, value in part.renewed.items()},
+            frozenset().union(*(part.canceling for part in parts)))
+
     def recover(self, tasks: Sequence[tuple[str, str, int | str | None, str | None]],
                 now: float, *, expired_only: bool, max_attempts: int | None,
                 why: str, process_gone: bool = False,
@@ -444,6 +480,14 @@ class Upkeep:
         if not tasks:
             return {}
         k = self.keys
+        if k.cluster and len({queue for queue, *_ in tasks}) > 1:  # a step per queue's slot
+            outcomes: dict[str, str] = {}
+            for queue in dict.fromkeys(queue for queue, *_ in tasks):
+                outcomes.update(self.recover(
+                    [task for task in tasks if task[0] == queue], now,
+                    expired_only=expired_only, max_attempts=max_attempts, why=why,
+                    process_gone=process_gone, retention=retention))
+            return outcomes
         keys: list[str] = []
         mode = "expired" if expired_only else "gone" if process_gone else "dead"
         args: list[object] = [now, mode, max_attempts, why, k.task_prefix,

@@ -236,6 +236,23 @@ def twin_pool(pool: ConnectionPool) -> ConnectionPool:
     return type(pool)(connection_class=pool.connection_class, **pool.connection_kwargs)
 
 
+def twin_cluster_client(client: Any) -> Any:
+    """A new Redis Cluster client with connections of its own, to the same nodes and with
+    the same connection settings as `client` (a `RedisCluster`).
+
+    Relies on the undocumented `RedisCluster.nodes_manager.connection_kwargs` (the
+    settings every node connection is made with).
+    """
+    from redis import cluster
+
+    node_class: Any = cluster.ClusterNode
+    settings = dict(client.nodes_manager.connection_kwargs)
+    for own in ("host", "port", "db", "connection_pool", "startup_nodes"):
+        settings.pop(own, None)
+    nodes = [node_class(node.host, node.port) for node in client.get_nodes()]
+    return cluster.RedisCluster(startup_nodes=nodes, **settings)
+
+
 def checkout_connection(pool: ConnectionPool) -> Connection:
     """A connection of `pool`, connected (release it with `pool.release`).
 

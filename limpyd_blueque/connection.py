@@ -263,7 +263,10 @@ def use_redis(url: str = DEFAULT_URL, *, check: bool = True, cluster: bool = Fal
 
 
 def open_connection(client: redis.Redis) -> None:
-    """Connect one connection of `client`'s pool now, sending no command."""
+    """Connect one connection of `client`'s pool now, sending no command (a cluster
+    client connects to the node of each command's slot when it first needs it)."""
+    if not hasattr(client, "connection_pool"):
+        return
     pool = client.connection_pool
     try:
         connection = compat.checkout_connection(pool)
@@ -274,4 +277,7 @@ def open_connection(client: redis.Redis) -> None:
 
 def private_client(client: redis.Redis) -> redis.Redis:
     """A client to the same server as `client`, with a connection pool of its own."""
+    if not hasattr(client, "connection_pool"):  # a cluster client
+        twin: redis.Redis = compat.twin_cluster_client(client)
+        return twin
     return redis.Redis(connection_pool=compat.twin_pool(client.connection_pool))

@@ -130,6 +130,12 @@ class KeySpace:
             return self._shared("queues")
         return self._wire("queues")
 
+    def queue_of(self, task_id: str) -> str:
+        """In the cluster key mode, the queue whose tag a task id carries ('' when none)."""
+        if self.cluster and task_id.startswith("{") and "}" in task_id:
+            return task_id[1:task_id.index("}")]
+        return ""
+
     def queue_index(self, queue: str) -> str:
         """The index of queues a step on `queue` writes its name to: `queues` itself, or in
         the cluster key mode the queue's own entry, in its slot (`<prefix>:listed:{name}`);

@@ -9,11 +9,15 @@ Run with `python3 -m pytest -m cluster` (CI runs it in its own step).
 
 from __future__ import annotations
 
+import os
+import subprocess
 import time
 
 import pytest
 import redis
 from clusters import LocalCluster
+from helpers import kill, wait_for, worker_command
+from test_crash import read_runs
 
 from limpyd_blueque import Job, Queue, use_redis
 
@@ -132,3 +136,32 @@ def test_listeners_are_registered_on_their_queues_slot(bound):
     assert "listened" in Job.queue_names()
     assert queue.remove_listener("host_1")
     assert Queue.listener_counts() == {"listened": 1}
+
+
+@pytest.mark.timeout(120)
+def test_worker_processes_run_tasks_and_a_killed_ones_tasks_come_back(bound, cluster, tmp_path):
+    ids = [job.task_id for name in ("alpha", "beta")
+           for job in Queue.named(name).enqueue_many(["1.5"] * 4)]
+    env = {**os.environ, "CRASH_LOG": str(tmp_path / "tasks.log")}
+    url = f"redis+cluster://127.0.0.1:{cluster.nodes[0].port}/0"
+
+    def start():
+        log = open(tmp_path / "worker.log", "a")  # noqa: SIM115 - the worker's own copy
+        return subprocess.Popen(worker_command(
+            url, "--queues=alpha,beta", "--callback=jobs.crash_task", "--concurrency=2",
+            "--ttr=3", "--heartbeat-interval=0.5", "--liveness-interval=0.3",
+            "--liveness-timeout=2", "--timeout=0.3", "--no-title", "--logger-level=WARNING"),
+            env=env, stdout=subprocess.DEVNULL, stderr=log)
+
+    first = start()
+    wait_for(lambda: len(read_runs(tmp_path / "tasks.log")) >= 2, timeout=30)
+    kill(first.pid)  # its task processes are left running: their leases keep them
+    first.wait()
+    second = start()
+    try:
+        wait_for(lambda: all(Job.load(task_id).status.hget() == "complete" for task_id in ids),
+                 timeout=90, interval=0.2)
+    finally:
+        kill(second.pid)
+        second.wait()
+    assert len(read_runs(tmp_path / "tasks.log")) == 8
