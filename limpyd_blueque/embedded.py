@@ -62,6 +62,22 @@ def free_port() -> int:
         return port
 
 
+def free_cluster_port() -> int:
+    """A free local port whose cluster bus port (10000 higher, as Redis Cluster uses it)
+    is free too: for a `--cluster-enabled yes` server."""
+    import random
+
+    while True:
+        port = random.randint(20000, 45000)
+        try:
+            with socket.socket() as first, socket.socket() as bus:
+                first.bind(("127.0.0.1", port))
+                bus.bind(("127.0.0.1", port + 10000))
+                return port
+        except OSError:
+            continue
+
+
 class EmbeddedRedis:
     """A redis-server child process on a free local port.
 

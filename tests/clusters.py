@@ -4,9 +4,7 @@ each `redis-server --cluster-enabled yes` in a temporary directory, joined with
 
 from __future__ import annotations
 
-import random
 import shutil
-import socket
 import subprocess
 from pathlib import Path
 
@@ -14,7 +12,7 @@ import redis
 from helpers import wait_for
 from redis.cluster import RedisCluster
 
-from limpyd_blueque.embedded import EmbeddedRedis, find_redis_server
+from limpyd_blueque.embedded import EmbeddedRedis, find_redis_server, free_cluster_port
 
 MASTERS = 3
 
@@ -23,19 +21,6 @@ def find_redis_cli() -> str:
     """redis-cli beside the redis-server the tests use, else from the PATH."""
     beside = Path(find_redis_server()).with_name("redis-cli")
     return str(beside) if beside.exists() else shutil.which("redis-cli") or "redis-cli"
-
-
-def cluster_port() -> int:
-    """A free port whose cluster bus port (10000 higher) is free too."""
-    while True:
-        port = random.randint(20000, 45000)
-        try:
-            with socket.socket() as first, socket.socket() as bus:
-                first.bind(("127.0.0.1", port))
-                bus.bind(("127.0.0.1", port + 10000))
-                return port
-        except OSError:
-            continue
 
 
 class LocalCluster:
@@ -47,7 +32,7 @@ class LocalCluster:
             node = EmbeddedRedis(directory=str(folder), options=[
                 "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
                 "--cluster-node-timeout", "2000"])
-            node.port = cluster_port()
+            node.port = free_cluster_port()
             self.nodes.append(node.start())
         created = subprocess.run(
             [find_redis_cli(), "--cluster", "create",

@@ -153,15 +153,16 @@ def test_worker_processes_run_tasks_and_a_killed_ones_tasks_come_back(bound, clu
             "--liveness-timeout=2", "--timeout=0.3", "--no-title", "--logger-level=WARNING"),
             env=env, stdout=subprocess.DEVNULL, stderr=log)
 
-    first = start()
-    wait_for(lambda: len(read_runs(tmp_path / "tasks.log")) >= 2, timeout=30)
-    kill(first.pid)  # its task processes are left running: their leases keep them
-    first.wait()
-    second = start()
+    workers = [start()]
     try:
+        wait_for(lambda: len(read_runs(tmp_path / "tasks.log")) >= 2, timeout=30)
+        kill(workers[0].pid)  # its task processes are left running: their leases keep them
+        workers[0].wait()
+        workers.append(start())
         wait_for(lambda: all(Job.load(task_id).status.hget() == "complete" for task_id in ids),
                  timeout=90, interval=0.2)
     finally:
-        kill(second.pid)
-        second.wait()
+        for worker in workers:
+            kill(worker.pid)
+            worker.wait()
     assert len(read_runs(tmp_path / "tasks.log")) == 8
