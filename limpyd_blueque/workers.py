@@ -200,6 +200,10 @@ class Worker(WorkerHooks):
         self.log(self.run_started_message())
         for warning in safety_warnings(self.queue_model.client()):
             self.log(f"Redis configuration: {warning}", logging.WARNING)
+        if self.save_errors and self.error_model.keys().cluster:
+            self.save_errors = False
+            self.log("the cluster key mode keeps no Error records yet: each failure is "
+                     "filed on its task only (its error field)", logging.WARNING)
         self.set_status("waiting")
 
     def run_once(self) -> None:

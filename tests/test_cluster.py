@@ -117,6 +117,9 @@ def test_a_hundred_queues_spread_over_the_shards(bound, cluster):
     assert all(size > 10 for size in sizes), sizes
     assert sorted(Job.queue_names()) == sorted(f"queue-{n}" for n in range(100))
     assert sum(Queue.named(f"queue-{n}").counts()["pending"] for n in range(100)) == 100
+    every = Queue.statistics_all()  # one pipeline, split by node
+    assert len(every) == 100
+    assert sum(figures["tasks"]["pending"] for figures in every.values()) == 100
 
 
 def test_reserving_from_several_queues_takes_them_in_their_order(bound):
@@ -166,3 +169,40 @@ def test_worker_processes_run_tasks_and_a_killed_ones_tasks_come_back(bound, clu
             kill(worker.pid)
             worker.wait()
     assert len(read_runs(tmp_path / "tasks.log")) == 8
+
+
+def test_a_failing_task_is_filed_failed_and_the_worker_goes_on(bound, caplog):
+    from limpyd_blueque import ConfigurationError, Error, Worker
+
+    queue = Queue.named("fragile")
+    jobs = queue.enqueue_many([{"n": n} for n in range(2)])
+
+    def failing(job, queue):
+        raise ValueError("unreadable")
+    Worker("fragile", callback=failing, fork=False, max_loops=2, timeout=0.2).run()
+    for job in jobs:
+        data = Job.load(job.task_id).data()
+        assert data.status == "failed" and "unreadable" in data.error
+    assert "keeps no Error records yet" in caplog.text
+    assert "unexpected error" not in caplog.text
+    with pytest.raises(ConfigurationError, match="keeps no Error records"):
+        Error.add_errors([{"queue_name": "fragile", "type": "ValueError"}])
+
+
+def test_what_an_operator_reads_works_on_a_cluster(bound):
+    from prometheus_client import generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from limpyd_blueque.metrics import registry
+    from limpyd_blueque.overview import queue_overviews, task_rows
+
+    for n in range(5):
+        Queue.named(f"ops-{n}").enqueue_many([{}] * (n + 1))
+    overview = queue_overviews()
+    assert {row.queue: row.tasks["pending"] for row in overview.queues} == {
+        f"ops-{n}": n + 1 for n in range(5)}
+    assert len(task_rows(limit=100).tasks) == 15
+    samples = {(sample.name, sample.labels.get("queue"), sample.labels.get("status")): sample.value
+               for family in text_string_to_metric_families(generate_latest(registry()).decode())
+               for sample in family.samples}
+    assert samples[("blueque_tasks", "ops-4", "pending")] == 5

@@ -103,6 +103,9 @@ class Error(BluequeModel):
         deadlines = cls._deadlines(records, ttls)
         if not records:
             return []
+        if cls.keys().cluster:
+            raise ConfigurationError("the cluster key mode keeps no Error records yet (their "
+                                     "indexes would span slots)")
         connection = cls.get_connection()
         with reaching(connection):
             last = connection.incrby(compat.model_key(cls, "max_pk"), len(records))
