@@ -481,13 +481,11 @@ class Upkeep:
             return {}
         k = self.keys
         if k.cluster and len({queue for queue, *_ in tasks}) > 1:  # a step per queue's slot
-            outcomes: dict[str, str] = {}
-            for queue in dict.fromkeys(queue for queue, *_ in tasks):
-                outcomes.update(self.recover(
-                    [task for task in tasks if task[0] == queue], now,
-                    expired_only=expired_only, max_attempts=max_attempts, why=why,
-                    process_gone=process_gone, retention=retention))
-            return outcomes
+            return {task_id: outcome for queue in dict.fromkeys(task[0] for task in tasks)
+                    for task_id, outcome in self.recover(
+                        [task for task in tasks if task[0] == queue], now,
+                        expired_only=expired_only, max_attempts=max_attempts, why=why,
+                        process_gone=process_gone, retention=retention).items()}
         keys: list[str] = []
         mode = "expired" if expired_only else "gone" if process_gone else "dead"
         args: list[object] = [now, mode, max_attempts, why, k.task_prefix,
@@ -638,12 +636,10 @@ class Scripts(ScriptRunner):
         defaults of the lease terms (see `Reservation`). Returns the reservation (or
         None) and what was passed over on the way (see `PassedOver`).
         """
-        k = self.keys
-        ttrs = list(ttrs) if ttrs is not None else [None] * len(queues)
+        k, ttrs = self.keys, list(ttrs) if ttrs is not None else [None] * len(queues)
         if k.cluster and len(queues) > 1:  # one slot per queue: one step per queue
             return self._reserve_each(queues, listener_id, now, ttrs, pid=pid, pstart=pstart,
-                                      max_run_time=max_run_time, max_attempts=max_attempts,
-                                      retention=retention)
+                max_run_time=max_run_time, max_attempts=max_attempts, retention=retention)
         keys: list[str] = []
         args: list[object] = [k.task_prefix, listener_id, now, pid, pstart, max_run_time,
                               max_attempts, PASS_OVER_BOUND, retention.failure_ttl]

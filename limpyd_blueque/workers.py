@@ -200,10 +200,7 @@ class Worker(WorkerHooks):
         self.log(self.run_started_message())
         for warning in safety_warnings(self.queue_model.client()):
             self.log(f"Redis configuration: {warning}", logging.WARNING)
-        if self.save_errors and self.error_model.keys().cluster:
-            self.save_errors = False
-            self.log("the cluster key mode keeps no Error records yet: each failure is "
-                     "filed on its task only (its error field)", logging.WARNING)
+        keep_no_errors_on_a_cluster(self)
         self.set_status("waiting")
 
     def run_once(self) -> None:
@@ -351,3 +348,12 @@ def _set_title(title: str) -> None:
 
 
 __all__ = ["TaskKilled", "Worker", "WorkerInterrupted"]
+
+
+def keep_no_errors_on_a_cluster(worker: Worker) -> None:
+    """In the cluster key mode, which keeps no `Error` records yet, the worker stores
+    none (each failure is filed on its task only), and says so once."""
+    if worker.save_errors and worker.error_model.keys().cluster:
+        worker.save_errors = False
+        worker.log("the cluster key mode keeps no Error records yet: each failure is "
+                   "filed on its task only (its error field)", logging.WARNING)

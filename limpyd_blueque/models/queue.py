@@ -7,13 +7,14 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Callable, cast
 
+import redis
 from limpyd import fields
 
 from .. import compat, periodic, statistics
 from ..atomic import PassedOver, Reservation
 from ..connection import reaching
 from ..exceptions import ConfigurationError, InvalidTransition, TaskNotFound
-from ..keys import check_listener_id, check_queue_name
+from ..keys import KeySpace, check_listener_id, check_queue_name
 from ..liveness import worker_records
 from ..options import TERM_RULES, check_term
 from ..statuses import Status
@@ -110,20 +111,8 @@ class Queue(BluequeModel):
 
     @classmethod
     def listener_counts(cls) -> dict[str, int]:
-        """`blueque_queues`: every queue name with its number of listeners (in the cluster
-        key mode, each counted in its queue's own index entry: one more read per queue)."""
-        keys, client = cls.keys(), cls.client()
-        pairs = cast("list[tuple[str, float]]",
-                     client.zrange(keys.queues, 0, -1, withscores=True))
-        if not keys.cluster:
-            return {name: int(score) for name, score in pairs}
-        names = [name for name, _ in pairs]
-        with client.pipeline(transaction=False) as pipe:
-            for name in names:
-                pipe.zscore(keys.queue_index(name), name)
-            scores = pipe.execute(raise_on_error=False)
-        return {name: int(score) if isinstance(score, float) else 0
-                for name, score in zip(names, scores)}
+        """`blueque_queues`: every queue name with its number of listeners."""
+        return listener_counts(cls.client(), cls.keys())
 
     # -- producer steps -----------------------------------------------------------------
     def enqueue(self, parameters: Any = "", *, task_id: str | None = None,
@@ -346,3 +335,18 @@ class Queue(BluequeModel):
     def remove_periodic(self, name: str) -> bool:
         """Remove the periodic task `name` of this queue; True if it was there."""
         return periodic.remove(self.scripts(), self.pk.get(), name)
+
+
+def listener_counts(client: redis.Redis, keys: KeySpace) -> dict[str, int]:
+    """Every queue of the index with its number of listeners; in the cluster key mode,
+    each counted in its queue's own index entry (`KeySpace.queue_index`): one more read
+    per queue, in one pipeline split by node."""
+    pairs = cast("list[tuple[str, float]]", client.zrange(keys.queues, 0, -1, withscores=True))
+    if not keys.cluster:
+        return {name: int(score) for name, score in pairs}
+    with client.pipeline(transaction=False) as pipe:
+        for name, _ in pairs:
+            pipe.zscore(keys.queue_index(name), name)
+        scores = pipe.execute(raise_on_error=False)
+    return {name: int(score) if isinstance(score, float) else 0
+            for (name, _), score in zip(pairs, scores)}
