@@ -26,6 +26,7 @@ from datetime import datetime
 from typing import Any, TypeVar, cast
 
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -34,7 +35,13 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from . import statistics
 from .atomic import Plan, Planner, _load, _str, refusal
-from .connection import bulk_limit, mask_secrets, maybe_too_large, refuse_too_large
+from .connection import (
+    CLUSTER_SCHEME,
+    bulk_limit,
+    mask_secrets,
+    maybe_too_large,
+    refuse_too_large,
+)
 from .exceptions import (
     ConfigurationError,
     InvalidTransition,
@@ -57,6 +64,18 @@ SCRIPTS = ("enqueue", "enqueue_options", "cancel")
 WAITING_OR_RUNNING = {Status.PENDING, Status.SCHEDULED, Status.RESERVED, Status.STARTED}
 
 
+def is_cluster(client: Any) -> bool:
+    """True for a Redis Cluster client (`redis.asyncio.cluster.RedisCluster`)."""
+    return isinstance(client, AsyncRedisCluster)
+
+
+def decodes(client: Any) -> bool:
+    """True when `client` decodes its replies (as the producers here need)."""
+    if is_cluster(client):
+        return bool(client.get_encoder().decode_responses)
+    return bool(client.connection_pool.connection_kwargs.get("decode_responses"))
+
+
 def connect(url: str, **options: Any) -> aioredis.Redis:
     """An asyncio client of the Redis at `url`, as the producers here need it: replies
     decoded (bytes that are not UTF-8 reach Python escaped, never breaking a reply), no
@@ -64,6 +83,15 @@ def connect(url: str, **options: Any) -> aioredis.Redis:
     (50) connections that many coroutines wait on (up to `timeout`, 20 s) rather than
     fail. `options` go to the connections (`redis.asyncio.BlockingConnectionPool`).
     Closing the client closes its pool."""
+    if url.lower().startswith(CLUSTER_SCHEME):  # the cluster key mode (see keys.rst)
+        try:
+            cluster: aioredis.Redis = AsyncRedisCluster.from_url(  # type: ignore[assignment]
+                "redis:" + url[len(CLUSTER_SCHEME):], decode_responses=True,
+                encoding_errors="surrogateescape", **options)
+        except ValueError as error:
+            raise ConfigurationError(f"invalid Redis Cluster URL {mask_secrets(url)!r}: "
+                                     f"{mask_secrets(str(error))}") from error
+        return cluster
     settings: dict[str, Any] = {"decode_responses": True, "encoding_errors": "surrogateescape",
                                 "retry": Retry(NoBackoff(), 0), "max_connections": 50,
                                 "timeout": 20, **options}
@@ -79,6 +107,9 @@ def connect(url: str, **options: Any) -> aioredis.Redis:
 
 def where(client: aioredis.Redis) -> str:
     """The server a client talks to, its password masked."""
+    if is_cluster(client):
+        node = client.get_default_node()  # type: ignore[attr-defined]
+        return f"{CLUSTER_SCHEME}//{node.host}:{node.port}"
     kwargs = client.connection_pool.connection_kwargs
     place = kwargs.get("path") or f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}"
     return mask_secrets(f"redis://{place}/{kwargs.get('db', 0)}")
@@ -88,7 +119,7 @@ class AsyncScripts:
     """The producer's scripts registered on one asyncio client, for one key space."""
 
     def __init__(self, client: aioredis.Redis, keys: KeySpace) -> None:
-        if not client.connection_pool.connection_kwargs.get("decode_responses"):
+        if not decodes(client):
             raise ConfigurationError("the asyncio client must decode replies: make it with "
                                      "limpyd_blueque.aio.connect(url), or pass "
                                      "decode_responses=True")
@@ -117,7 +148,7 @@ class Queue:
                  job_model: type[Job] = Job) -> None:
         self.name = check_queue_name(name)
         self.client = client
-        self.keys = keyspace(prefix)
+        self.keys = keyspace(prefix, is_cluster(client))
         self.job_model = job_model
         self.scripts = AsyncScripts(client, self.keys)
 
@@ -141,6 +172,8 @@ class Queue:
         ready = prepare_tasks(self.job_model, self.keys, self.name, parameters,
                               task_ids=task_ids, chunk=chunk, options=options, common=common)
         await self._check_sizes(ready.texts)
+        if self.keys.cluster:  # the cluster-wide index of queues, apart (an index only)
+            await self._call(self.client.zadd(self.keys.queues, {self.name: 0}, nx=True))
         done: list[str] = []
         for start, end in ready.chunks:
             plan = self.scripts.plans.enqueue(self.name, ready.tasks[start:end], time.time())

@@ -206,3 +206,24 @@ def test_what_an_operator_reads_works_on_a_cluster(bound):
                for family in text_string_to_metric_families(generate_latest(registry()).decode())
                for sample in family.samples}
     assert samples[("blueque_tasks", "ops-4", "pending")] == 5
+
+
+@pytest.mark.asyncio
+async def test_asyncio_producers_on_a_cluster(bound, cluster):
+    from limpyd_blueque import Worker, aio
+
+    client = aio.connect(f"redis+cluster://127.0.0.1:{cluster.nodes[0].port}/0")
+    try:
+        queue = aio.Queue("async-thumbnails", client)
+        task_id = await queue.enqueue({"image": "cat.jpg"}, priority=2)
+        assert task_id.startswith("{async-thumbnails}")
+        waiting = await queue.enqueue_many([{"n": n} for n in range(3)])
+        assert await queue.cancel(waiting[0]) is True
+        assert (await queue.statistics())["tasks"]["pending"] == 3
+        assert "async-thumbnails" in Job.queue_names()
+        Worker("async-thumbnails", callback=lambda job, queue: "ok", fork=False, max_loops=3,
+               timeout=0.2).run()
+        assert (await queue.get(task_id)).status == "complete"
+        assert (await queue.get(waiting[0])).status == "canceled"
+    finally:
+        await client.aclose()
