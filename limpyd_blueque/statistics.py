@@ -28,7 +28,7 @@ _LENGTH = {"list": "llen", "zset": "zcard", "started": "scard"}
 #: the upper bounds, in seconds, of the buckets of the duration histograms the scripts
 #: keep in the counters hash (`wait`: pending to reserved, `run`: started to finished by
 #: its worker): `<name>.le.<bound>` counts a bucket ('inf' past the last bound), and
-#: `<name>.sum` adds the durations up (see lua/_finished.lua)
+#: `<name>.sum_us` adds the durations up, in microseconds (see lua/_finished.lua)
 DURATION_BOUNDS = (0.1, 1, 5, 15, 60, 300, 900, 1800, 3600, 7200, 14400, 43200, 86400,
                    259200, 604800)
 #: the counts of finished tasks the scripts keep, each `finished.<status>`
@@ -175,8 +175,5 @@ def _histogram(counts: dict[str, Any], name: str) -> Histogram:
     for bound in (*DURATION_BOUNDS, math.inf):
         seen += max(_count(counts.get(f"{name}.le.{bound:g}")), 0)
         buckets.append((float(bound), seen))
-    try:
-        total = float(counts.get(f"{name}.sum") or 0)
-    except (TypeError, ValueError):
-        total = 0.0
-    return Histogram(buckets, total if math.isfinite(total) and total >= 0 else 0.0)
+    total = _count(counts.get(f"{name}.sum_us")) / 1e6
+    return Histogram(buckets, max(total, 0.0))

@@ -128,7 +128,7 @@ def test_a_scrape_costs_the_same_for_one_task_as_for_two_thousand(conn, count_co
 def test_counters_of_another_type_or_with_junk_read_as_zero(conn):
     Queue.named("h").enqueue({})
     conn.hset("blueque:stats:h", mapping={"finished.complete": "lots", "run.le.1": "-5",
-                                          "run.sum": "nan", "recovered": "9" * 40})
+                                          "run.sum_us": "nan", "recovered": "9" * 40})
     Queue.named("i").enqueue({})
     conn.delete("blueque:stats:i")
     conn.set("blueque:stats:i", "not a hash")
