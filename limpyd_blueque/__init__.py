@@ -1,8 +1,7 @@
 """limpyd-blueque: a Redis task queue for very long tasks, on the Blueque protocol."""
 
-from importlib.metadata import PackageNotFoundError, version
-
 from .client import Client
+from .config import WorkerConfig
 from .connection import BluequeDatabase, use_redis
 from .exceptions import (
     Canceled,
@@ -33,10 +32,8 @@ from .periodic import PeriodicTask
 from .statuses import Status
 from .workers import Worker
 
-try:
-    __version__ = version("limpyd-blueque")
-except PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0+unknown"
+#: the version, in this one place: setup.py, the docs and `blueque --version` read it here
+__version__ = "0.2.0"
 
 __all__ = [
     "MAX_PRIORITY",
@@ -72,6 +69,7 @@ __all__ = [
     "TaskTimeout",
     "UnknownJobModel",
     "Worker",
+    "WorkerConfig",
     "WorkerInterrupted",
     "__version__",
     "use_redis",
