@@ -43,20 +43,19 @@ class Setting(Generic[T]):
     A non-data descriptor: reading it on a class or an instance gives `default`, until the
     instance (`WorkerSettings.configure_settings`) or a subclass sets its own value.
 
-    Parameters:
-        kind: how the value is checked, one of `KINDS`.
-        default: the value when nothing sets it.
-        help: one line for `--help` and the documentation.
-        minimum: the lowest value of a number; `above`: True if it must be greater.
-        maximum: the highest value of a number (default: `values.MAX_SECONDS` for a
-            "float" setting, a number of seconds; `values.MAX_COUNT` for an "int" one).
-        optional: None is accepted too.
-        choices: the values a "choice" setting accepts.
-        cli: `blueque-worker` has an option generated for it.
-        default_text: how `--help` and the docs show the default (a derived default such
-            as "ttr / 3"; "" shows none); None: the default itself.
-        base: the class a "model" setting must be a subclass of.
-        validator: called on a "str" value; returns it or raises `ConfigurationError`.
+    :param kind: how the value is checked, one of `KINDS`.
+    :param default: the value when nothing sets it.
+    :param help: one line for `--help` and the documentation.
+    :param minimum: the lowest value of a number; `above`: True if it must be greater.
+    :param maximum: the highest value of a number (default: `values.MAX_SECONDS` for a
+        "float" setting, a number of seconds; `values.MAX_COUNT` for an "int" one).
+    :param optional: None is accepted too.
+    :param choices: the values a "choice" setting accepts.
+    :param cli: `blueque-worker` has an option generated for it.
+    :param default_text: how `--help` and the docs show the default (a derived default such
+        as "ttr / 3"; "" shows none); None: the default itself.
+    :param base: the class a "model" setting must be a subclass of.
+    :param validator: called on a "str" value; returns it or raises `ConfigurationError`.
     """
 
     name: str
