@@ -29,6 +29,8 @@ from sphinx.util.nodes import nested_parse_with_titles
 
 PAGE_LINK = re.compile(r"`([^`<]+?)\s*<(?:docs/)?([\w/-]+)\.rst>`_")
 FILE_LINK = re.compile(r"`([^`<]+?)\s*<((?:bench|tests|limpyd_blueque|scripts)/[^>]+)>`_")
+#: files of the repository that the site shows as a page of its own
+PAGES_OF_FILES = {"CHANGELOG": "changelog"}
 #: the width of the generated `--help` texts
 HELP_COLUMNS = "88"
 
@@ -37,7 +39,8 @@ def checked_links(text: str) -> str:
     """`text` with its links to pages as ``:doc:`` references, to files as file names."""
     def page(match: re.Match[str]) -> str:
         label, target = match[1].strip(), match[2]
-        if label.removeprefix("docs/") == f"{target}.rst":
+        target = PAGES_OF_FILES.get(target, target)
+        if label.removeprefix("docs/") == f"{match[2]}.rst":
             return f":doc:`/{target}`"  # the page's own title
         return f":doc:`{label} </{target}>`"
     return FILE_LINK.sub(lambda match: f"``{match[2]}``", PAGE_LINK.sub(page, text))
