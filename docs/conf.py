@@ -25,6 +25,9 @@ html_title = f"limpyd-blueque {release}"
 html_static_path = ["_static"]
 templates_path: list[str] = []
 
+# `name` in a docstring is code, as the docstrings mean it
+default_role = "code"
+
 # the API reference: members in the order of the source, type hints in the description
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"

@@ -107,10 +107,15 @@ def bounds(setting: Any) -> str:
         return "one of " + ", ".join(f"``{choice}``" for choice in setting.choices)
     parts = []
     if setting.minimum is not None:
-        parts.append(f"{'>' if setting.above else '≥'} {setting.minimum:g}")
+        parts.append(f"{'>' if setting.above else '≥'} {number(setting.minimum)}")
     if setting.maximum is not None and setting.kind in ("int", "float"):
-        parts.append(f"≤ {setting.maximum:g}")
+        parts.append(f"≤ {number(setting.maximum)}")
     return ", ".join(parts)
+
+
+def number(value: float) -> str:
+    """A bound as people read it: 1,000,000,000 rather than 1e+09."""
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:g}"
 
 
 def literal(text: str) -> str:
