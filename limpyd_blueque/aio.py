@@ -133,7 +133,7 @@ class AsyncScripts:
             reply = await self._scripts[plan.name](keys=plan.keys,
                                                    args=[_str(arg) for arg in plan.args])
         except ResponseError as error:
-            raise refusal(plan.name, error) from None
+            raise refusal(plan.name, error, where(self.client)) from None
         except (RedisConnectionError, RedisTimeoutError, OSError) as error:
             raise RedisUnavailable(f"cannot reach Redis at {where(self.client)}: "
                                    f"{mask_secrets(str(error))}") from error

@@ -20,7 +20,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from .connection import reaching
+from .connection import describe, reaching
+from .connection import refusal as server_refusal
 from .exceptions import ProtocolError, QueueBusy, TaskExists
 from .keys import KeySpace
 from .options import DEFAULT_RETENTION, Retention, TaskOptions
@@ -267,7 +268,7 @@ class ScriptRunner:
         try:
             return self._scripts[name](keys=list(keys), args=[_str(a) for a in args])
         except ResponseError as error:
-            raise refusal(name, error) from None
+            raise refusal(name, error, describe(self.client)) from None
         except (RedisConnectionError, RedisTimeoutError):
             with reaching(self.client):  # the error again, naming the server
                 raise
@@ -277,8 +278,9 @@ class ScriptRunner:
         return plan.read(self._run(plan.name, plan.keys, plan.args))
 
 
-def refusal(name: str, error: ResponseError) -> Exception:
-    """The error of this library a script's refusal stands for (else `error` itself)."""
+def refusal(name: str, error: ResponseError, where: str) -> Exception:
+    """The error of this library a script's refusal stands for (else `error` itself);
+    `where` names the server (for a full one: `RedisFull`)."""
     text = str(error)
     if "TASKEXISTS" in text:
         task_id = text.split("TASKEXISTS", 1)[1].strip()
@@ -286,7 +288,7 @@ def refusal(name: str, error: ResponseError) -> Exception:
     if "BADKEY" in text or "WRONGTYPE" in text:
         detail = text.split("BADKEY", 1)[1].strip() if "BADKEY" in text else text
         return ProtocolError(f"the {name} step refused: {detail!a}")
-    return error
+    return server_refusal(error, where) or error
 
 
 @dataclass(frozen=True)

@@ -137,3 +137,13 @@ class PartiallyEnqueued(LimpydBluequeError):
                          f"{type(cause).__name__}: {cause}")
         self.enqueued = enqueued
         self.cause = cause
+
+
+#: Redis cannot take a step now but may take it later: out of reach, or full (its memory
+#: frees as finished tasks expire, or an operator acts). A worker retries the steps that
+#: must not be lost (outcomes), logs the others and tries them again at their next turn:
+#: neither ends a worker, nor fails a task by itself.
+REDIS_AWAY: tuple[type[LimpydBluequeError], ...] = (RedisUnavailable, RedisFull)
+#: ... and a record of another type where a step expects its own: what a worker's
+#: housekeeping (unregistering, taking back a dead worker's tasks) logs and goes past
+HOUSEKEEPING_ERRORS: tuple[type[LimpydBluequeError], ...] = (*REDIS_AWAY, ProtocolError)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from .atomic import Reservation, Scripts
 from .connection import open_connection, private_client
 from .exceptions import (
-    RedisUnavailable,
+    REDIS_AWAY,
     TaskKilled,
     TaskNotFound,
     TaskTimeout,
@@ -459,7 +459,7 @@ class TaskProcess(TaskRunner):
             self.recorded(task.job)  # in case no outcome step said so (a skipped task)
             if self.notices is not None:
                 self.notices.notify(DoneNotices.DONE)
-        except RedisUnavailable:
+        except REDIS_AWAY:
             worker.log(f"[{task.queue_name}|{task.task_id}] could not record its outcome",
                        logging.ERROR, exc_info=True)
             return EXIT_REDIS_UNAVAILABLE

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, cast
 
 from .atomic import Beat, Lease, Renewal, Scripts
 from .connection import private_client
-from .exceptions import RedisUnavailable
+from .exceptions import REDIS_AWAY
 from .liveness import MACHINE_ID, host_name, process_alive, process_start_time
 from .options import DEFAULT_RETENTION, Retention
 from .processes import Heartbeat
@@ -128,7 +128,7 @@ class LeaseKeeper:
                 liveness_timeout=self.liveness_timeout,
                 watched=watch.to_read(running) if watch else (),
                 canceling=sorted({task.queue_name for task in running}) if watch else ())
-        except RedisUnavailable:
+        except REDIS_AWAY:
             self._fresh_since = None  # until it beats again, it judges no one
             raise
         if due:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from redis.exceptions import ResponseError
 
-from .exceptions import RedisUnavailable
+from .exceptions import REDIS_AWAY
 from .options import DEFAULT_ERROR_TTL
 from .retention import error_ttl_for
 from .values import encode
@@ -33,13 +33,14 @@ class OutcomeRecorder:
         self.log = log or (lambda message, level=logging.INFO: logger.log(level, message))
 
     def retrying(self, step: Callable[[], Any]) -> Any:
-        """Run `step`, retrying for `retry_timeout` seconds while Redis is away, so that a
-        long task finished during a Redis restart is not run again."""
+        """Run `step`, retrying for `retry_timeout` seconds while Redis is away or full, so
+        that a long task finished during a Redis restart (or while Redis is full) is not
+        run again."""
         deadline = time.monotonic() + self.retry_timeout
         while True:
             try:
                 return step()
-            except RedisUnavailable as error:
+            except REDIS_AWAY as error:
                 if time.monotonic() > deadline:
                     raise
                 self.log(f"{error}; retrying", logging.WARNING)
@@ -103,13 +104,18 @@ class OutcomeRecorder:
     def store_error(self, error_model: type[Error], job: Job, queue: Queue,
                     exception: BaseException, trace: str | None, **fields: Any) -> None:
         """Store an `Error`, kept for the task's, else its queue's, else this worker's
-        `error_ttl`."""
+        `error_ttl`. A Redis away or full is logged: the failure itself is on the task."""
         try:
             settings: dict[str, float] = queue.settings()
         except (ValueError, ResponseError):  # settings another client broke: unset
             settings = {}
         ttl = error_ttl_for(job, settings, self.error_ttl)
-        error_model.add_error(queue.pk.get(), job, exception, trace=trace, ttl=ttl, **fields)
+        try:
+            error_model.add_error(queue.pk.get(), job, exception, trace=trace, ttl=ttl,
+                                  **fields)
+        except REDIS_AWAY as error:
+            self.log(f"[{queue.pk.get()}|{job.task_id}] its Error record was not stored: "
+                     f"{error}", logging.ERROR)
 
 
 def attempt_of(job: Job) -> int | None:

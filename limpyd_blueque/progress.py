@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Callable
 
-from .exceptions import Canceled, ConfigurationError, InvalidParameters
+from .exceptions import REDIS_AWAY, Canceled, ConfigurationError, InvalidParameters
 from .values import MAX_SECONDS, MAX_TIMESTAMP, check_number
 
 if TYPE_CHECKING:
@@ -196,19 +196,24 @@ class ProgressReporter:
         self._pending = Progress(done, total, message, _moment(self._moved[0]),
                                  _moment(self._first[0]), self._first[1], self.attempt)
         if now >= self._next_write:
-            self.flush()
+            try:
+                self.flush()
+            except REDIS_AWAY:
+                pass  # not worth failing the task: tried again after `interval`
         if self.canceled:
             raise Canceled("the task's cancel was asked")
 
     def flush(self, checkpoint: str | None = None) -> bool:
         """Write the progress not written yet (and `checkpoint`, a JSON text); False when
-        this attempt no longer holds the task."""
-        pending, self._pending = self._pending, None
+        this attempt no longer holds the task. `RedisFull` or `RedisUnavailable` when Redis
+        cannot take it now: the progress stays to be written next time."""
+        pending = self._pending
         if self.lost or (pending is None and checkpoint is None):
             return not self.lost
         self._next_write = self.clock() + self.interval
         self.writes += 1
         asked = self.write(pending.to_text() if pending is not None else None, checkpoint)
+        self._pending = None  # written (a task reports from one thread)
         if asked is None:
             self.lost = True
             return False

@@ -19,7 +19,7 @@ from redis.exceptions import ResponseError
 
 from .atomic import Reservation, Scripts
 from .cleaning import light_clean
-from .exceptions import ProtocolError, RedisUnavailable
+from .exceptions import HOUSEKEEPING_ERRORS, ProtocolError
 from .liveness import is_this_host, listener_host_and_pid, listener_is_dead, process_alive
 from .retention import CLEAN_CHUNK, clean_errors, clean_finished
 from .running import Event, Origin, RunningTask, RunningTasks
@@ -93,7 +93,7 @@ class Recovery:
         for dead in found:
             try:
                 recovered.update(self.take_back(dead))
-            except (RedisUnavailable, ProtocolError) as error:
+            except HOUSEKEEPING_ERRORS as error:
                 self.log(f"could not take back the tasks of {dead.worker_id}: {error}",
                          logging.ERROR)
                 failed.append(dead.worker_id)

@@ -19,10 +19,11 @@ from typing import Any
 from .atomic import PassedOver
 from .connection import private_client, safety_warnings
 from .exceptions import (
+    HOUSEKEEPING_ERRORS,
+    REDIS_AWAY,
     ConfigurationError,
     LimpydBluequeError,
     ProtocolError,
-    RedisUnavailable,
     TaskKilled,
     WorkerInterrupted,
 )
@@ -216,7 +217,7 @@ class Worker(WorkerHooks):
                     self.launch(job, queue)
             else:
                 self.wait(self.wait_time())
-        except RedisUnavailable as error:
+        except REDIS_AWAY as error:
             self.log(f"{error}; retrying in 1 second", logging.ERROR)
             time.sleep(1)
         except WorkerInterrupted:
@@ -231,13 +232,14 @@ class Worker(WorkerHooks):
         try:
             detached = self.runner.terminate()
             if self.keeper is not None:
-                self.keeper.stop(detached)
+                try:
+                    self.keeper.stop(detached)
+                except REDIS_AWAY as error:  # the others will find its record stale
+                    self.log(f"could not remove this worker's record: {error}", logging.ERROR)
             if self.wakeups is not None:
                 self.wakeups.close()
             self.runner.close()
-            if not detached:
-                # a listener with detached tasks stays registered: the next worker of
-                # this host finds them through it
+            if not detached:  # else it stays listed: the host's next worker finds its tasks
                 self.unregister()
         finally:
             self.stop_handling_end_signal()
@@ -257,7 +259,7 @@ class Worker(WorkerHooks):
         for name in self.queues:
             try:
                 self.queue(name).remove_listener(self.id)
-            except (RedisUnavailable, ProtocolError) as error:
+            except HOUSEKEEPING_ERRORS as error:
                 self.log(f"could not unregister: {error}", logging.ERROR)
 
     def queue(self, name: str) -> Queue:

@@ -198,7 +198,9 @@ class Job(Task):
         """From inside the running task: store `state` (JSON-able) as where to resume, now.
         A later attempt (after a crash, a requeue, a release or an adoption) reads it with
         `last_checkpoint`. False when this attempt no longer holds the task: an older
-        attempt never overwrites the checkpoint of a newer one."""
+        attempt never overwrites the checkpoint of a newer one. `RedisFull` or
+        `RedisUnavailable` when Redis cannot take it now: the task may go on, and
+        checkpoint again later."""
         return self.reporter().checkpoint(state)
 
     def checkpoint_record(self) -> CheckpointRecord | None:
