@@ -57,6 +57,8 @@ class TaskRunner:
     max_concurrency: int | None = None
     #: whether its tasks can outlive the worker (`on_terminate="detach"`)
     can_detach = False
+    #: whether a stopping worker can interrupt its tasks at a deadline (`terminate_timeout`)
+    can_time_out = False
 
     def __init__(self, worker: Worker) -> None:
         self.worker = worker
@@ -223,6 +225,7 @@ class ForkedRunner(TaskRunner):
     """
 
     can_detach = True
+    can_time_out = True
 
     def __init__(self, worker: Worker) -> None:
         super().__init__(worker)

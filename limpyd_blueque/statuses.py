@@ -8,8 +8,8 @@ from enum import Enum
 class Status(str, Enum):
     """The life of a task: scheduled -> pending -> reserved -> started -> complete | failed.
 
-    This library adds three: `canceled` (a waiting task taken out of line by
-    `Job.cancel`), `buried` (put aside by its holder until kicked back, see `Job.bury`)
+    This library adds three: `canceled` (by `Job.cancel`: a waiting task taken out of
+    line, or a running one stopped), `buried` (put aside by its holder until kicked back, see `Job.bury`)
     and `expired` (not started within its ttl). Other Blueque clients never write them,
     and never find such a task in a list they pop.
     """

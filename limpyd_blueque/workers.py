@@ -107,13 +107,7 @@ class Worker(WorkerHooks):
     def validate(self) -> None:
         """Check the rules that relate settings (each one alone is checked by its own
         `settings.Setting`), and fill the defaults derived from others."""
-        runner = self.runner_class()
-        if runner.max_concurrency is not None and self.concurrency > runner.max_concurrency:
-            raise ConfigurationError(f"concurrency above {runner.max_concurrency} needs "
-                                     "fork=True (one process per task)")
-        if not runner.can_detach and self.on_terminate == "detach":
-            raise ConfigurationError("on_terminate='detach' needs fork=True: an in-process "
-                                     "task cannot outlive its worker")
+        refuse_what_runners_cannot(self, self.runner_class())
         if self.heartbeat_interval is None:
             self.heartbeat_interval = (self.ttr / 3) if self.ttr else 30.0
         elif self.ttr and self.heartbeat_interval > self.ttr / 2:
@@ -350,6 +344,19 @@ def _set_title(title: str) -> None:
 
 
 __all__ = ["TaskKilled", "Worker", "WorkerInterrupted"]
+
+
+def refuse_what_runners_cannot(worker: Worker, runner: type[TaskRunner]) -> None:
+    """`ConfigurationError` for a setting the worker's way of running tasks cannot honour."""
+    if runner.max_concurrency is not None and worker.concurrency > runner.max_concurrency:
+        raise ConfigurationError(f"concurrency above {runner.max_concurrency} needs "
+                                 "fork=True (one process per task)")
+    if not runner.can_detach and worker.on_terminate == "detach":
+        raise ConfigurationError("on_terminate='detach' needs fork=True: an in-process "
+                                 "task cannot outlive its worker")
+    if not runner.can_time_out and worker.terminate_timeout is not None:
+        raise ConfigurationError("terminate_timeout needs fork=True: an in-process task "
+                                 "stops only for on_terminate='requeue' or a second signal")
 
 
 def keep_no_errors_on_a_cluster(worker: Worker) -> None:

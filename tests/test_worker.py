@@ -179,6 +179,7 @@ def test_a_pending_id_without_task_is_dropped_and_the_worker_goes_on(queue, conn
     ({"queues": "a*"}, "invalid queue name"),
     ({"concurrency": 0}, "concurrency must be at least 1"),
     ({"concurrency": 2, "fork": False}, "needs fork=True"),
+    ({"terminate_timeout": 5, "fork": False}, "terminate_timeout needs fork=True"),
     ({"timeout": "5"}, "timeout must be a number"),
     ({"max_loops": 1.5}, "max_loops must be a whole number"),
     ({"on_terminate": "later"}, "on_terminate must be one of"),
