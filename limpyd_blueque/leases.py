@@ -87,9 +87,15 @@ class LeaseKeeper:
         self._reported: dict[str, float] = {}  # worker id -> when (monotonic) it was
 
     def start(self) -> None:
-        """Beat once now (the worker says it is alive at once), then from a thread."""
+        """Beat once now (the worker says it is alive at once), then from a thread.
+
+        An earlier worker of this machine with this listener id, whose process is gone
+        (a container restarted in place keeps its host name, and often its pids), is
+        posted dead before the first beat takes its record over: its tasks come back at
+        once, not when their leases end."""
         self.scripts = Scripts(private_client(self.queue_model.client()),
                                self.queue_model.keys())
+        self._judge_predecessor()
         self.beat()
         self._heartbeat = Heartbeat(self.interval, self.beat)
         self._heartbeat.start()
@@ -171,6 +177,16 @@ class LeaseKeeper:
                 info = _identity(cast("str | None", self.scripts_or_fail().client.hget(
                     self.queue_model.keys().workers_info, worker_id)))
                 self._report(worker_id, info, False, "it missed its heartbeats")
+
+    def _judge_predecessor(self) -> None:
+        """Post the earlier worker of this id (see `start`) if it is dead."""
+        info = _identity(cast("str | None", self.scripts_or_fail().client.hget(
+            self.queue_model.keys().workers_info, self.listener_id)))
+        mine = json.loads(self.identity.identity)
+        if (info.get("machine") == MACHINE_ID and "pid" in info
+                and (info.get("pid"), info.get("pstart")) != (mine["pid"], mine["pstart"])
+                and not process_alive(info.get("pid"), info.get("pstart"))):
+            self._report(self.listener_id, info, True, "an earlier worker with this id is gone")
 
     def _report(self, worker_id: str, info: dict[str, Any], same_machine: bool,
                 why: str) -> None:

@@ -63,11 +63,14 @@ class Recovery:
         Returns `{task id: outcome}` of the tasks put back or failed.
         """
         names = dead.queues or self.queue_model.job_model.queue_names()
+        # an earlier worker of this worker's own id: its listing and record are this one's
+        own = dead.worker_id == self.listener_id
         recovered: dict[str, str] = {}
         for name in names:
             queue = self.queue_model.named(name)
             try:
-                queue.remove_listener(dead.worker_id)
+                if not own:
+                    queue.remove_listener(dead.worker_id)
             except ProtocolError as error:  # a listener set of another type
                 self.log(f"[{name}] {error}", logging.ERROR)
             # whether or not it was still listed (it may have been taken for dead once and
@@ -82,7 +85,8 @@ class Recovery:
                 else:
                     recovered.update(self.recover(name, task_id, dead.worker_id,
                                                   process_gone=False))
-        self.scripts().upkeep.forget_worker(dead.worker_id, dead.machine)
+        if not own:
+            self.scripts().upkeep.forget_worker(dead.worker_id, dead.machine)
         return recovered
 
     def take_back_each(self, found: list[DeadWorker]) -> tuple[dict[str, str], list[str]]:

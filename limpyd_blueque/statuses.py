@@ -9,9 +9,9 @@ class Status(str, Enum):
     """The life of a task: scheduled -> pending -> reserved -> started -> complete | failed.
 
     This library adds three: `canceled` (by `Job.cancel`: a waiting task taken out of
-    line, or a running one stopped), `buried` (put aside by its holder until kicked back, see `Job.bury`)
-    and `expired` (not started within its ttl). Other Blueque clients never write them,
-    and never find such a task in a list they pop.
+    line, or a running one stopped), `buried` (put aside by its holder until kicked back,
+    see `Job.bury`) and `expired` (not started within its ttl). Other Blueque clients
+    never write them, and never find such a task in a list they pop.
     """
 
     SCHEDULED = "scheduled"

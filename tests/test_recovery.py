@@ -111,6 +111,27 @@ def test_a_killed_worker_task_restarts_within_20_seconds_from_another_machine(wo
     assert job.attempt.hget() == "2"
 
 
+def test_a_worker_restarted_with_the_same_listener_id_takes_its_tasks_back_at_once(
+        workers, conn, capsys):
+    """As a container restarted in place: same host name, same pid, so the same listener
+    id; the worker that starts finds the record of the one that died, and takes its tasks
+    back before it takes any, instead of waiting for their leases (ttr 60 s) to end."""
+    job = Queue.named("long").enqueue("60")
+    first = workers("--listener-id=box_1", "--ttr=60")
+    wait_for(lambda: begins(conn, job))
+    child, killed = kill_worker_and_task(conn, first, job)
+    workers("--listener-id=box_1", "--ttr=60")
+    wait_for(lambda: len(begins(conn, job)) > 1, timeout=50, interval=0.01)
+    elapsed = time.monotonic() - killed
+    report(capsys, f"\nsame listener id: task started again {elapsed:.2f} s after SIGKILL "
+          f"(bound {SAME_MACHINE_BOUND} s; ttr 60 s)")
+    assert elapsed <= SAME_MACHINE_BOUND
+    assert begins(conn, job)[-1]["pid"] != child and job.attempt.hget() == "2"
+    # the new worker is listed and beating under the id it shares with the dead one
+    assert "box_1" in conn.smembers("blueque_listeners_long")
+    assert conn.zscore("blueque:workers", "box_1") is not None
+
+
 def test_a_task_whose_own_process_lives_is_never_taken_from_another_machine(workers, conn):
     job = Queue.named("long").enqueue("14")
     first = workers()
