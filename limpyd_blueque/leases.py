@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from queue import Empty, SimpleQueue
 from typing import TYPE_CHECKING, Any, Callable, cast
 
+from redis.exceptions import ResponseError
+
 from .atomic import Beat, Lease, Renewal, Scripts
 from .connection import private_client
 from .exceptions import REDIS_AWAY
@@ -180,12 +182,15 @@ class LeaseKeeper:
 
     def _judge_predecessor(self) -> None:
         """Post the earlier worker of this id (see `start`) if it is dead."""
-        info = _identity(cast("str | None", self.scripts_or_fail().client.hget(
-            self.queue_model.keys().workers_info, self.listener_id)))
-        mine = json.loads(self.identity.identity)
-        if (info.get("machine") == MACHINE_ID and "pid" in info
-                and (info.get("pid"), info.get("pstart")) != (mine["pid"], mine["pstart"])
-                and not process_alive(info.get("pid"), info.get("pstart"))):
+        try:
+            info = _identity(cast("str | None", self.scripts_or_fail().client.hget(
+                self.queue_model.keys().workers_info, self.listener_id)))
+        except ResponseError:  # the records are of another type: nobody to judge
+            return
+        mine, pid, pstart = json.loads(self.identity.identity), info.get("pid"), info.get("pstart")
+        if (info.get("machine") == MACHINE_ID and type(pid) is int
+                and (pid, pstart) != (mine["pid"], mine["pstart"])
+                and not process_alive(pid, pstart if isinstance(pstart, str) else None)):
             self._report(self.listener_id, info, True, "an earlier worker with this id is gone")
 
     def _report(self, worker_id: str, info: dict[str, Any], same_machine: bool,

@@ -346,7 +346,8 @@ class WorkerSettings:
         default_text="<host>_<pid>")
     #: the script turns it on unless given --no-title
     update_title: Setting[bool] = Setting(
-        "bool", False, "show the worker's state in its process title", cli=False)
+        "bool", False, "show the worker's state in its process title", cli=False,
+        default_text="False; blueque-worker: True, unless --no-title")
 
     def configure_settings(self, overrides: Mapping[str, Any]) -> None:
         """Set the `overrides` on this instance, then check and normalize every setting.
