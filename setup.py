@@ -75,7 +75,6 @@ setup(
     ]},
     classifiers=[
         "Programming Language :: Python :: 3",
-        "License :: OSI Approved :: MIT License",
         "Topic :: System :: Distributed Computing",
     ],
 )

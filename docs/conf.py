@@ -42,7 +42,7 @@ nitpick_ignore_regex = [
                                  r"datetime|logging|enum|types|concurrent|threading|"
                                  r"pathlib|builtins|_?io|re|json|os|signal|subprocess)\..*"),
     (r"py:(class|obj)", r"limpyd_blueque\.(atomic|leases|running|recovery|execution|messages)\..*"),
-    (r"py:(class|obj)", r"T|RunningTask"),
+    (r"py:(class|obj)", r"T|RunningTask|Reservation"),
     (r"py:(class|obj)", r"limpyd_blueque\.[\w.]+\.(T|J|TaskCollectionManager|"
                         r"ReservedListField|ProgressReporter)"),
 ]

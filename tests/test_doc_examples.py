@@ -10,6 +10,8 @@ the URL the documentation shows (``redis://localhost:6379/0``) replaced by the t
 
 from __future__ import annotations
 
+import re
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -29,10 +31,37 @@ GUIDES = ("README.rst", "docs/first_long_task.rst", "docs/production.rst",
 
 def documents() -> list[str]:
     """README.rst and every page of docs/ that holds a Python code block."""
-    pages = [ROOT / "README.rst", *sorted((ROOT / "docs").rglob("*.rst"))]
-    return [str(page.relative_to(ROOT)) for page in pages
-            if "code-block:: python" in page.read_text(encoding="utf-8")
-            and "_build" not in page.parts]
+    return [str(page.relative_to(ROOT)) for page in pages()
+            if re.search(r"code-block:?: python", page.read_text(encoding="utf-8"))]
+
+
+def pages() -> list[Path]:
+    return [ROOT / "README.rst", *sorted(page for page in (ROOT / "docs").rglob("*.rst")
+                                          if "_build" not in page.parts)]
+
+
+def literal_blocks(text: str) -> list[str]:
+    """The bodies of the plain literal blocks (after a paragraph ending with ``::``)."""
+    lines, blocks = text.splitlines(), []
+    for number, line in enumerate(lines):
+        if not line.rstrip().endswith("::") or line.lstrip().startswith(".."):
+            continue
+        body = []
+        for following in lines[number + 1:]:
+            if following.strip() and not following.startswith(" "):
+                break
+            body.append(following)
+        blocks.append(textwrap.dedent("\n".join(body)).strip())
+    return blocks
+
+
+def looks_like_python(block: str) -> bool:
+    """Python a reader would run (it compiles, and imports or calls something)."""
+    try:
+        compile(block, "<block>", "exec")
+    except SyntaxError:
+        return False
+    return bool(re.search(r"^\s*(import|from)\s|\w\(", block, re.M))
 
 
 def evaluator(url: str):
@@ -44,6 +73,13 @@ def evaluator(url: str):
         exec(code, example.namespace)
         example.namespace.pop("__builtins__", None)
     return evaluate
+
+
+def test_python_is_never_in_a_plain_literal_block_which_the_tests_would_not_run():
+    found = [(str(page.relative_to(ROOT)), block.splitlines()[0]) for page in pages()
+             for block in literal_blocks(page.read_text(encoding="utf-8"))
+             if looks_like_python(block)]
+    assert found == []
 
 
 def test_every_guide_has_examples_that_run():
