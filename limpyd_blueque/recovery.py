@@ -68,11 +68,8 @@ class Recovery:
         recovered: dict[str, str] = {}
         for name in names:
             queue = self.queue_model.named(name)
-            try:
-                if not own:
-                    queue.remove_listener(dead.worker_id)
-            except ProtocolError as error:  # a listener set of another type
-                self.log(f"[{name}] {error}", logging.ERROR)
+            if not own:
+                self.unlist(queue, dead.worker_id)
             # whether or not it was still listed (it may have been taken for dead once and
             # come back unlisted), its tasks are taken back: each step is fenced by holder
             task_ids = queue.reserved(dead.worker_id).lrange(0, -1)
@@ -88,6 +85,13 @@ class Recovery:
         if not own:
             self.scripts().upkeep.forget_worker(dead.worker_id, dead.machine)
         return recovered
+
+    def unlist(self, queue: Queue, worker_id: str) -> None:
+        """Take a dead worker out of a queue's listeners (a set of another type: logged)."""
+        try:
+            queue.remove_listener(worker_id)
+        except ProtocolError as error:
+            self.log(f"[{queue.pk.get()}] {error}", logging.ERROR)
 
     def take_back_each(self, found: list[DeadWorker]) -> tuple[dict[str, str], list[str]]:
         """`take_back` each dead worker apart: one that fails (Redis away) does not stop
