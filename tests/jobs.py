@@ -89,6 +89,18 @@ def crash_task(job, queue):
     return "survived"
 
 
+class CrashJob(Job):
+    """`crash_task` as a job model that also logs a `recorded` line once its outcome is
+    stored (`on_success` runs after the complete step succeeded)."""
+
+    def run(self, queue):
+        return crash_task(self, queue)
+
+    def on_success(self, queue, result):
+        with open(os.environ["CRASH_LOG"], "a") as log:
+            log.write(f"recorded {self.pk.get()} {os.getpid()}\n")
+
+
 def noop(job, queue):
     """Does nothing: for measuring what the worker itself costs."""
     return "ok"
