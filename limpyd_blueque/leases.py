@@ -187,9 +187,9 @@ class LeaseKeeper:
                 self.queue_model.keys().workers_info, self.listener_id)))
         except ResponseError:  # the records are of another type: nobody to judge
             return
-        mine, pid, pstart = json.loads(self.identity.identity), info.get("pid"), info.get("pstart")
+        pid, pstart = info.get("pid"), info.get("pstart")
+        # this very process is alive: a record of its own is never taken for dead
         if (info.get("machine") == MACHINE_ID and type(pid) is int
-                and (pid, pstart) != (mine["pid"], mine["pstart"])
                 and not process_alive(pid, pstart if isinstance(pstart, str) else None)):
             self._report(self.listener_id, info, True, "an earlier worker with this id is gone")
 

@@ -269,7 +269,8 @@ class WorkerSettings:
         choices=TERMINATE_MODES)
     #: None: no limit
     terminate_timeout: Setting[float | None] = Setting(
-        "float", None, "with on_terminate=wait: seconds before requeuing the tasks still running",
+        "float", None, "with on_terminate=wait and fork: seconds before requeuing the tasks "
+        "still running",
         minimum=0, optional=True)
     timeout: Setting[float] = Setting(
         "float", 30, "longest wait for a task (seconds) before checking whether to stop",
