@@ -14,7 +14,7 @@ import time
 from datetime import datetime, timezone
 
 from limpyd_blueque import Client, Error, Job, Queue, Worker, use_redis
-from limpyd_blueque.embedded import redis_url_or_embedded
+from limpyd_blueque.connection.embedded import redis_url_or_embedded
 
 
 class Thumbnail(Job):

@@ -4,10 +4,10 @@ from pathlib import Path
 from setuptools import find_packages, setup
 
 HERE = Path(__file__).parent
-# the version's one place is limpyd_blueque/__init__.py: read, not imported (the package
+# the version's one place is limpyd_blueque/version.py: read, not imported (the package
 # needs its dependencies to import)
 VERSION = re.search(r'^__version__ = "([^"]+)"$',
-                    (HERE / "limpyd_blueque" / "__init__.py").read_text(), re.M)[1]
+                    (HERE / "limpyd_blueque" / "version.py").read_text(), re.M)[1]
 
 setup(
     name="limpyd-blueque",
@@ -18,8 +18,9 @@ setup(
     long_description_content_type="text/x-rst",
     license="MIT",
     packages=find_packages(include=["limpyd_blueque", "limpyd_blueque.*"]),
-    package_data={"limpyd_blueque": ["lua/*.lua", "py.typed", "web/templates/*.html",
-                                      "web/static/*"]},
+    package_data={"limpyd_blueque": ["protocol/lua/*.lua", "py.typed",
+                                      "operations/web/templates/*.html",
+                                      "operations/web/static/*"]},
     python_requires=">=3.9",
     install_requires=[
         "redis>=5.0",
@@ -65,7 +66,9 @@ setup(
         # the lint step of .ci/run (mypy.ini, ruff.toml); pinned, so that a new release
         # cannot turn CI red on unchanged code. These tools need Python 3.10 or later.
         # cronsim: for its types (only what periodic.py calls).
-        "lint": ["mypy==2.4.1", "ruff==0.17.6", "types-psutil==7.2.2.20261111", "cronsim>=2.6",
+        # import-linter: the layers of the package and no import circle (.importlinter)
+        "lint": ["mypy==2.4.1", "ruff==0.17.6", "import-linter==2.17",
+                 "types-psutil==7.2.2.20261111", "cronsim>=2.6",
                  "types-waitress==3.0.1.20260724",
                  "flask>=3.1", "waitress>=3.0", "prometheus_client>=0.20"],
     },

@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from limpyd_blueque import Queue, use_redis  # noqa: E402
-from limpyd_blueque.embedded import EmbeddedRedis, free_cluster_port  # noqa: E402
+from limpyd_blueque.connection.embedded import EmbeddedRedis, free_cluster_port  # noqa: E402
 
 SLOTS = 16384
 

@@ -69,7 +69,7 @@ RESULTS = BENCH / "results" / "concurrency.json"
 sys.path.insert(0, str(REPO))  # the work tree's library, as bench/run.py uses it
 
 from limpyd_blueque import Queue, Worker, __version__, use_redis  # noqa: E402
-from limpyd_blueque.embedded import EmbeddedRedis  # noqa: E402
+from limpyd_blueque.connection.embedded import EmbeddedRedis  # noqa: E402
 
 QUEUE = "bench_concurrency"
 CALLBACK = "concurrency_tasks.sleep_task"

@@ -65,7 +65,7 @@ from concurrency import (
     valid_levels,
 )
 
-from limpyd_blueque.embedded import EmbeddedRedis
+from limpyd_blueque.connection.embedded import EmbeddedRedis
 
 BENCH = Path(__file__).resolve().parent
 RESULTS = BENCH / "results" / "many_peers.json"

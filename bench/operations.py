@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from limpyd_blueque import BluequeDatabase, BluequeModel, Queue
-from limpyd_blueque.embedded import EmbeddedRedis
+from limpyd_blueque.connection.embedded import EmbeddedRedis
 
 RESULTS = Path(__file__).parent / "results" / "operations.json"
 LISTENERS = ("bench.example.com_1", "bench.example.com_2")

@@ -202,7 +202,7 @@ class Runner:
 
     def start_redis(self) -> None:
         sys.path.insert(0, str(REPO))
-        from limpyd_blueque.embedded import EmbeddedRedis
+        from limpyd_blueque.connection.embedded import EmbeddedRedis
 
         self.server = EmbeddedRedis(persistence=False).start()
         log(f"redis-server {self.server.binary} on port {self.server.port}")

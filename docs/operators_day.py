@@ -4,7 +4,7 @@ docs/operating.rst quotes its output. Run it again after changing a command:
 
     python3 docs/operators_day.py > /tmp/day.txt
 
-It starts a redis-server of its own (see `limpyd_blueque.embedded`), two `blueque-worker`
+It starts a redis-server of its own (see `limpyd_blueque.connection.embedded`), two `blueque-worker`
 processes running the tasks below, then the commands an operator would type.
 """
 
@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from limpyd_blueque import Queue, use_redis
-from limpyd_blueque.embedded import EmbeddedRedis
+from limpyd_blueque.connection.embedded import EmbeddedRedis
 
 HERE = Path(__file__).resolve().parent
 

@@ -1,8 +1,15 @@
 """limpyd-blueque: a Redis task queue for very long tasks, on the Blueque protocol."""
 
+# the documented paths of modules that moved into the layers stay attributes of the
+# package, as they were (`limpyd_blueque.statuses.RUNNING` after `import limpyd_blueque`)
+from . import config as config
+from . import settings as settings
+from . import statuses as statuses
+from . import values as values
+from . import workers as workers
+from .cli.worker_script import WorkerConfig
 from .client import Client
-from .config import WorkerConfig
-from .connection import BluequeDatabase, use_redis
+from .connection.clients import BluequeDatabase
 from .exceptions import (
     Canceled,
     ConfigurationError,
@@ -25,15 +32,15 @@ from .exceptions import (
     UnknownJobModel,
     WorkerInterrupted,
 )
-from .keys import KeySpace
-from .models import BluequeModel, Error, Job, JobModels, Queue, Task, TaskData
-from .options import MAX_PRIORITY
-from .periodic import PeriodicTask
-from .statuses import Status
-from .workers import Worker
+from .models import BluequeModel, Error, Job, JobModels, Queue, Task, TaskData, use_redis
+from .models.periodic import PeriodicTask
+from .protocol.keys import KeySpace
+from .protocol.options import MAX_PRIORITY
+from .protocol.statuses import Status
 
 #: the version, in this one place: setup.py, the docs and `blueque --version` read it here
-__version__ = "0.2.0"
+from .version import __version__
+from .worker.worker import Worker
 
 __all__ = [
     "MAX_PRIORITY",

@@ -2,7 +2,7 @@
 aiohttp...) without a thread pool, on `redis.asyncio`.
 
 The steps are the synchronous API's own: the same Lua scripts, planned by the same
-`atomic.Planner` on the same keys, with the same checks before anything is written
+`scripts.Planner` on the same keys, with the same checks before anything is written
 (`models.producing.prepare_tasks`). A task enqueued here is run by a normal worker, and
 one enqueued by the synchronous API is read and canceled here::
 
@@ -33,35 +33,29 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from . import statistics
-from .atomic import Plan, Planner, _load, _str, refusal
-from .connection import (
-    CLUSTER_SCHEME,
-    bulk_limit,
-    mask_secrets,
-    maybe_too_large,
-    refuse_too_large,
-)
+from .connection.clients import bulk_limit, maybe_too_large, refuse_too_large
+from .connection.errors import CLUSTER_SCHEME, mask_secrets, unreachable
 from .exceptions import (
     ConfigurationError,
     InvalidTransition,
     LimpydBluequeError,
     PartiallyEnqueued,
-    RedisUnavailable,
     TaskNotFound,
 )
-from .keys import DEFAULT_PREFIX, KeySpace, check_queue_name, keyspace
 from .models import Job
 from .models.producing import prepare_tasks
 from .models.task import TaskData
-from .statuses import FINISHED, Status
-from .values import check_task_id, timestamp
+from .protocol import statistics
+from .protocol.keys import DEFAULT_PREFIX, KeySpace, check_queue_name, keyspace
+from .protocol.scripts import Plan, Planner, _load, _str, refusal
+from .protocol.statuses import FINISHED, RUNNING, WAITING
+from .protocol.values import check_task_id, timestamp
 
 T = TypeVar("T")
 #: the scripts a producer runs
 SCRIPTS = ("enqueue", "enqueue_options", "cancel")
 #: the statuses a cancel of a task of this queue never refuses
-WAITING_OR_RUNNING = {Status.PENDING, Status.SCHEDULED, Status.RESERVED, Status.STARTED}
+WAITING_OR_RUNNING = WAITING | RUNNING
 
 
 def is_cluster(client: Any) -> bool:
@@ -135,8 +129,7 @@ class AsyncScripts:
         except ResponseError as error:
             raise refusal(plan.name, error, where(self.client)) from None
         except (RedisConnectionError, RedisTimeoutError, OSError) as error:
-            raise RedisUnavailable(f"cannot reach Redis at {where(self.client)}: "
-                                   f"{mask_secrets(str(error))}") from error
+            raise unreachable(where(self.client), error) from error
         return plan.read(reply)
 
 
@@ -240,5 +233,4 @@ class Queue:
         try:
             return await pending
         except (RedisConnectionError, RedisTimeoutError, OSError) as error:
-            raise RedisUnavailable(f"cannot reach Redis at {where(self.client)}: "
-                                   f"{mask_secrets(str(error))}") from error
+            raise unreachable(where(self.client), error) from error

@@ -11,11 +11,12 @@ from __future__ import annotations
 import socket
 from typing import TYPE_CHECKING, Any
 
-from .atomic import NEVER_EXPIRES
-from .connection import BluequeDatabase, reaching
+from .connection.clients import BluequeDatabase
+from .connection.errors import reaching
 from .exceptions import InvalidTransition, TaskNotFound
-from .keys import DEFAULT_PREFIX
-from .liveness import (
+from .models import Error, Job, Queue, TaskData
+from .protocol.keys import DEFAULT_PREFIX
+from .protocol.liveness import (
     is_this_host,
     listener_host_and_pid,
     listener_id_for,
@@ -23,7 +24,8 @@ from .liveness import (
     server_time,
     worker_records,
 )
-from .models import Error, Job, Queue, TaskData
+from .protocol.scripts import NEVER_EXPIRES
+from .protocol.statuses import Status
 
 if TYPE_CHECKING:
     from redis.client import PubSub
@@ -186,7 +188,7 @@ class Processor:
     def start(self, pid: int) -> str | None:
         """Record that `pid` runs the task; returns the task parameters."""
         if not self._listener_id:
-            raise InvalidTransition(self._task.id, self._task.status, "started",
+            raise InvalidTransition(self._task.id, self._task.status, Status.STARTED,
                                     "no listener reserved it")
         self._pid = pid
         self._job.start(self._listener_id, pid, self._attempt)

@@ -17,9 +17,9 @@ from __future__ import annotations
 import socket
 from typing import TYPE_CHECKING, Any, Callable
 
-from .liveness import listener_id_for
 from .models import TaskData
-from .workers import Worker
+from .protocol.liveness import listener_id_for
+from .worker.worker import Worker
 
 if TYPE_CHECKING:
     from .client import Client

@@ -1,40 +1,17 @@
-"""Task statuses, as stored in the `status` field of a Blueque task hash."""
+"""The documented path of the task statuses and their named sets, which lives in
+`limpyd_blueque.protocol.statuses` (this module only re-exports it)."""
 
-from __future__ import annotations
+from .protocol.statuses import (
+    ALL,
+    FINISHED,
+    FINISHED_BY_RUN,
+    RETRYABLE,
+    RUNNING,
+    VALUES,
+    WAITING,
+    Status,
+    in_order,
+)
 
-from enum import Enum
-
-
-class Status(str, Enum):
-    """The life of a task: scheduled -> pending -> reserved -> started -> complete | failed.
-
-    This library adds three: `canceled` (by `Job.cancel`: a waiting task taken out of
-    line, or a running one stopped), `buried` (put aside by its holder until kicked back,
-    see `Job.bury`) and `expired` (not started within its ttl). Other Blueque clients
-    never write them, and never find such a task in a list they pop.
-    """
-
-    SCHEDULED = "scheduled"
-    PENDING = "pending"
-    RESERVED = "reserved"
-    STARTED = "started"
-    COMPLETE = "complete"
-    FAILED = "failed"
-    CANCELED = "canceled"
-    BURIED = "buried"
-    EXPIRED = "expired"
-
-    def __str__(self) -> str:
-        return self.value
-
-
-#: Statuses of a task that a listener holds.
-RUNNING = frozenset({Status.RESERVED, Status.STARTED})
-#: Statuses of a task waiting for its turn.
-WAITING = frozenset({Status.SCHEDULED, Status.PENDING})
-#: Statuses after which a task does not run again by itself (it may be deleted, or put
-#: back in line by a requeue).
-FINISHED = frozenset({Status.COMPLETE, Status.FAILED, Status.CANCELED, Status.EXPIRED})
-ALL = tuple(Status)
-#: The status values, to check a stored `status` field without raising.
-VALUES = frozenset(status.value for status in Status)
+__all__ = ["ALL", "FINISHED", "FINISHED_BY_RUN", "RETRYABLE", "RUNNING", "VALUES", "WAITING",
+           "Status", "in_order"]

@@ -12,7 +12,7 @@ import redis
 from helpers import wait_for
 from redis.cluster import RedisCluster
 
-from limpyd_blueque.embedded import EmbeddedRedis, find_redis_server, free_cluster_port
+from limpyd_blueque.connection.embedded import EmbeddedRedis, find_redis_server, free_cluster_port
 
 MASTERS = 3
 

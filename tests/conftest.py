@@ -9,7 +9,7 @@ import pytest
 import redis
 
 from limpyd_blueque import BluequeDatabase, BluequeModel
-from limpyd_blueque.embedded import EmbeddedRedis
+from limpyd_blueque.connection.embedded import EmbeddedRedis
 
 
 @pytest.fixture(scope="session")

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import defaultdict
 from pathlib import Path
 
 TESTS = Path(__file__).parent
@@ -88,3 +89,31 @@ def take(queue_name, listener=LISTENER, **options):
 
     job, _ = Queue.reserve_from([queue_name], listener, **options)
     return job
+
+
+def read_events(path):
+    """[(event, task id, pid)] of the task log, in order: begin, end, recorded."""
+    if not path.exists():
+        return []
+    return [(event, task_id, int(pid)) for event, task_id, pid
+            in (line.split() for line in path.read_text().splitlines())]
+
+
+def read_runs(path):
+    """{task id: [(pid, ended)]} from the task log."""
+    begun, ended = defaultdict(list), set()
+    for event, task_id, pid in read_events(path):
+        if event == "begin":
+            begun[task_id].append(pid)
+        elif event == "end":
+            ended.add((task_id, pid))
+    return {task_id: [(pid, (task_id, pid) in ended) for pid in pids]
+            for task_id, pids in begun.items()}
+
+
+def fill_until_full(raw, margin=0):
+    """Fill the server, then cap its memory at what it uses plus `margin` bytes."""
+    raw.mset({f"filler{n}": "x" * 1000 for n in range(2000)})
+    used = int(raw.info("memory")["used_memory"])
+    raw.config_set("maxmemory-policy", "noeviction")
+    raw.config_set("maxmemory", used + margin)

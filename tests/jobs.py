@@ -155,3 +155,11 @@ def utube_callback(job, queue):
     client.rpush("test:utube", json.dumps({"key": params["key"], "rank": params["rank"],
                                            "start": start, "end": time.time()}))
     return "ok"
+
+
+def progressing(job, queue):
+    """A task that reports its progress over 300 items, a tenth of a second each."""
+    for item in range(300):
+        job.set_progress(item, 300, f"item {item}")
+        time.sleep(0.1)
+    return "done"

@@ -11,7 +11,7 @@ from pathlib import Path
 import redis
 from helpers import wait_for
 
-from limpyd_blueque.embedded import EmbeddedRedis, find_redis_server, free_port
+from limpyd_blueque.connection.embedded import EmbeddedRedis, find_redis_server, free_port
 
 SERVICE = "mymaster"
 #: how long a master must be silent before a sentinel calls it down, in milliseconds

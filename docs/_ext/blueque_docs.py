@@ -2,7 +2,7 @@
 the links between pages checked as references.
 
 * ``.. blueque-settings::`` is the table of worker settings, read from
-  `limpyd_blueque.settings.SETTINGS`, the one table the `Worker` attributes, its keyword
+  `limpyd_blueque.worker.settings.SETTINGS`, the one table the `Worker` attributes, its keyword
   checks and the `blueque-worker` options come from.
 * ``.. blueque-help:: blueque`` (or ``blueque-worker``) is a command's ``--help``, and one
   section per subcommand, as the command's own parser prints them.
@@ -84,7 +84,7 @@ class SettingsTable(Generated):
     """``.. blueque-settings::``: name, option, kind, default, bounds and help of each."""
 
     def lines(self) -> list[str]:
-        from limpyd_blueque.settings import SETTINGS
+        from limpyd_blueque.worker.settings import SETTINGS
 
         out = [".. list-table::", "   :header-rows: 1", "   :widths: 22 14 14 18 32", "",
                "   * - Setting", "     - Kind", "     - Default", "     - Bounds",
@@ -140,7 +140,8 @@ class CommandHelp(Generated):
 
 
 def command_parser(name: str) -> argparse.ArgumentParser:
-    from limpyd_blueque import admin, config
+    from limpyd_blueque.cli import admin
+    from limpyd_blueque.cli import worker_script as config
 
     if name == "blueque":
         return admin.make_parser()

@@ -11,11 +11,11 @@ from limpyd.contrib.database import PipelineDatabase
 from limpyd.exceptions import DoesNotExist
 from limpyd.model import RedisModel
 
-from .. import compat
-from ..atomic import Scripts
-from ..connection import UnboundDatabase
+from ..connection import shims
+from ..connection.clients import UnboundDatabase
 from ..exceptions import ProtocolError
-from ..keys import DEFAULT_PREFIX, KeySpace, check_queue_name, keyspace
+from ..protocol.keys import DEFAULT_PREFIX, KeySpace, check_queue_name, keyspace
+from ..protocol.scripts import Scripts
 
 M = TypeVar("M", bound="BluequeModel")
 
@@ -54,37 +54,37 @@ class BluequeModel(RedisModel):
     @classmethod
     def lazy_connect(cls: type[M], pk: Any) -> M:
         """An instance for `pk`, not checked for existence (as limpyd's), made lightly."""
-        return compat.light_instance(cls, pk)
+        return shims.light_instance(cls, pk)
 
     def __getattr__(self, name: str) -> Any:
         # only reached for attributes not set yet: the fields of a light instance
         cls = type(self)
         if name == "pk":
-            name = compat.pk_field_name(cls)
+            name = shims.pk_field_name(cls)
             if name == "pk":
                 return self._attach_field("pk")
             return getattr(self, name)
-        if not name.startswith("_") and name in compat.field_names(cls):
+        if not name.startswith("_") and name in shims.field_names(cls):
             return self._attach_field(name)
         raise AttributeError(f"{cls.__name__!r} object has no attribute {name!r}")
 
     def _attach_field(self, name: str) -> Any:
         field = copy(type(self).get_class_field(name))
-        compat.bind_field(field, self)
+        shims.bind_field(field, self)
         self.__dict__[name] = field
-        if name == compat.pk_field_name(type(self)):
+        if name == shims.pk_field_name(type(self)):
             self.__dict__["pk"] = field
         return field
 
 
 def _owner(field: fields.RedisField) -> BluequeModel:
     """The instance a field of a Blueque model belongs to."""
-    return cast(BluequeModel, compat.field_instance(field))
+    return cast(BluequeModel, shims.field_instance(field))
 
 
 def _owner_model(field: fields.RedisField) -> type[BluequeModel]:
     """The Blueque model a field belongs to."""
-    return cast("type[BluequeModel]", compat.field_model(field))
+    return cast("type[BluequeModel]", shims.field_model(field))
 
 
 # -- fields whose key is a Blueque key -------------------------------------------------
@@ -95,7 +95,7 @@ def _wire_field(base: type[F]) -> type[F]:
     class WireField(base):  # type: ignore[valid-type, misc]
         """A field stored at the Blueque key `KeySpace.<wire>(queue name)`."""
 
-        _copy_conf = compat.copy_conf_with(base, "wire")
+        _copy_conf = shims.copy_conf_with(base, "wire")
 
         def __init__(self, *args: Any, wire: str, **kwargs: Any) -> None:
             self.wire = wire
@@ -129,7 +129,7 @@ class ReservedListField(fields.ListField):
         return owner.keys().reserved(owner.pk.get(), self.listener_id)
 
 
-class ProtocolField(compat.CommandCheck, fields.InstanceHashField):
+class ProtocolField(shims.CommandCheck, fields.InstanceHashField):
     """A task field only the protocol steps may change (its value files the task)."""
 
     def check_command(self, name: str) -> None:
@@ -153,9 +153,9 @@ class TaskIdField(fields.PKField):
     def set(self, value: str) -> int:
         # A limpyd model adds its pks to a collection set; tasks are listed by the
         # Blueque structures instead, so only the in-memory pk is set.
-        if compat.pk_is_set(self):
+        if shims.pk_is_set(self):
             raise ValueError("a task id cannot be changed")
-        compat.set_pk_in_memory(self, value)
+        shims.set_pk_in_memory(self, value)
         return 1
 
 

@@ -13,11 +13,11 @@ from limpyd import fields
 from limpyd.contrib.collection import ExtendedCollectionManager
 from limpyd.indexes import EqualIndex, TextRangeIndex
 
-from .. import compat
-from ..connection import reaching
+from ..connection import shims
+from ..connection.errors import reaching
 from ..exceptions import ConfigurationError
-from ..options import FOREVER
-from ..values import MAX_SECONDS, shown
+from ..protocol.options import FOREVER
+from ..protocol.values import MAX_SECONDS, shown
 from .base import BluequeModel
 from .job import Job
 
@@ -108,16 +108,16 @@ class Error(BluequeModel):
                                      "indexes would span slots)")
         connection = cls.get_connection()
         with reaching(connection):
-            last = connection.incrby(compat.model_key(cls, "max_pk"), len(records))
+            last = connection.incrby(shims.model_key(cls, "max_pk"), len(records))
             pks = [str(pk) for pk in range(last - len(records) + 1, last + 1)]
             collection = cls.get_field("pk").collection_key
             with cls.database.pipeline(transaction=True) as pipe:
                 for pk, values, deadline in zip(pks, records, deadlines):
                     mapping: dict[Any, str] = values  # redis-py types keys as its own union
-                    pipe.hset(compat.model_key(cls, pk, "hash"), mapping=mapping)
+                    pipe.hset(shims.model_key(cls, pk, "hash"), mapping=mapping)
                     pipe.sadd(collection, pk)
                     for name, value in values.items():
-                        compat.index_value(cls.get_class_field(name), pk, value)
+                        shims.index_value(cls.get_class_field(name), pk, value)
                     if deadline is not None:
                         pipe.zadd(cls.expiry_key(), {pk: deadline})
                 pipe.execute()
@@ -160,7 +160,7 @@ class Error(BluequeModel):
         with reaching(connection):
             with connection.pipeline(transaction=False) as pipe:
                 for pk in pks:
-                    pipe.hgetall(compat.model_key(cls, pk, "hash"))
+                    pipe.hgetall(shims.model_key(cls, pk, "hash"))
                 found = pipe.execute(raise_on_error=False)
             collection = cls.get_field("pk").collection_key
             with cls.database.pipeline(transaction=True) as pipe:
@@ -168,7 +168,7 @@ class Error(BluequeModel):
                     pipe.zrem(cls.expiry_key(), pk)
                     pipe.srem(collection, pk)
                     if isinstance(values, dict):
-                        pipe.delete(compat.model_key(cls, pk, "hash"))
+                        pipe.delete(shims.model_key(cls, pk, "hash"))
                         cls._deindex(pk, cast("dict[str, str]", values))
                 # an index or collection key of another type fails its own command only
                 pipe.execute(raise_on_error=False)
@@ -177,9 +177,9 @@ class Error(BluequeModel):
     @classmethod
     def _deindex(cls, pk: str, values: Mapping[str, str]) -> None:
         """Remove `pk` with each of its `values` from the indexes of its fields, in the
-        pipeline that is open: what `compat.index_value` added.
+        pipeline that is open: what `shims.index_value` added.
 
-        Relies, as `compat.index_value` does, on `RedisField._indexes` (the index objects
+        Relies, as `shims.index_value` does, on `RedisField._indexes` (the index objects
         of a model field) and `BaseIndex._reset_rollback_cache` (emptied as a field empties
         it, so that no rollback data piles up in a long-running worker).
         """
@@ -198,7 +198,7 @@ class Error(BluequeModel):
         """Sorted set of this model's pks, scored by when each is deleted (its
         `error_ttl`): `<prefix>:<model>:expiry`, among the model's own keys (each `Error`
         model numbers its pks from 1)."""
-        return compat.model_key(cls, "expiry")
+        return shims.model_key(cls, "expiry")
 
     @classmethod
     def collection_for_job(cls, job: Job | str) -> Any:

@@ -6,19 +6,21 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
 
-from ..atomic import Reservation
 from ..exceptions import ConfigurationError, InvalidTransition, TaskNotFound, UnknownJobModel
-from ..keys import check_queue_name
-from ..options import check_priority, eta_of, priority_of, seconds
-from ..progress import CheckpointRecord, Progress, ProgressReporter
-from ..statuses import FINISHED, Status
+from ..protocol.keys import check_queue_name
+from ..protocol.options import check_priority, eta_of, priority_of, seconds
+from ..protocol.scripts import Reservation
+from ..protocol.statuses import FINISHED, FINISHED_BY_RUN, RETRYABLE, RUNNING, Status
 from .producing import enqueue_tasks
+from .progress import CheckpointRecord, Progress, ProgressReporter
 from .task import Task
 
-if TYPE_CHECKING:
-    from .queue import Queue
+#: the `Queue` model instance a worker hands to the hooks below. Typed loosely: the queue
+#: module makes jobs and imports this one, so this one may not import it back (the
+#: imports of the package run one way). Any keeps every override's annotation valid.
+AnyQueue = Any
 
 J = TypeVar("J", bound="Job")
 
@@ -108,9 +110,9 @@ class Job(Task):
             priority = check_priority(priority)
         if listener_id is None and attempt is None:
             status = self.status.hget()
-            if status in (Status.FAILED, Status.CANCELED, Status.EXPIRED, Status.BURIED):
+            if status in RETRYABLE:
                 return self._retry(queue, str(status), now, eta, front, priority)
-            if status not in (Status.RESERVED, Status.STARTED):
+            if status not in RUNNING:
                 raise InvalidTransition(self.task_id, status, Status.PENDING, "only a held, "
                                         "failed, canceled, expired or buried task is requeued")
         if priority is not None:
@@ -240,7 +242,7 @@ class Job(Task):
         """How long the last attempt ran, for a complete or failed task started by this
         library's workers (from its `started_at` to its end); None otherwise."""
         started, status, ended = self.hmget("started_at", "status", "updated")
-        if not started or not ended or status not in (Status.COMPLETE, Status.FAILED):
+        if not started or not ended or status not in FINISHED_BY_RUN:
             return None
         try:
             return timedelta(seconds=max(float(ended) - float(started), 0.0))
@@ -253,7 +255,7 @@ class Job(Task):
         return bool(self.always_cancel_on_error or self.cancel_on_error.hget())
 
     # -- hooks a subclass overrides: called by the worker, in the process running the task
-    def run(self, queue: Queue) -> Any:
+    def run(self, queue: AnyQueue) -> Any:
         """The work of the task; its return value becomes the task result.
 
         Override it in a subclass, or give the worker a `callback`. By default it
@@ -263,29 +265,29 @@ class Job(Task):
             f"{type(self).__name__}.run is not implemented: subclass Job or give the worker "
             "a callback")
 
-    def on_started(self, queue: Queue) -> None:
+    def on_started(self, queue: AnyQueue) -> None:
         """Called just before the task runs; default does nothing."""
 
-    def on_success(self, queue: Queue, result: Any) -> None:
+    def on_success(self, queue: AnyQueue, result: Any) -> None:
         """Called after the result is stored; default does nothing."""
 
-    def on_error(self, queue: Queue, exception: BaseException, trace: str | None) -> None:
+    def on_error(self, queue: AnyQueue, exception: BaseException, trace: str | None) -> None:
         """Called after the failure is stored (and the task requeued, if it is); no-op."""
 
-    def on_skipped(self, queue: Queue) -> None:
+    def on_skipped(self, queue: AnyQueue) -> None:
         """Called when a task taken from a queue is not run (not pending, or lost); no-op."""
 
-    def on_requeued(self, queue: Queue) -> None:
+    def on_requeued(self, queue: AnyQueue) -> None:
         """Called after a failed task was put back in line for another attempt; no-op."""
 
-    def on_delayed(self, queue: Queue) -> None:
+    def on_delayed(self, queue: AnyQueue) -> None:
         """Called after the task, at its own request, was put back to run later; no-op."""
 
-    def on_canceled(self, queue: Queue) -> None:
+    def on_canceled(self, queue: AnyQueue) -> None:
         """Called after the running task was stopped on a cancel request and filed as
         canceled (in its own process, or in its worker's when its process was killed)."""
 
-    def on_stalled(self, queue: Queue) -> None:
+    def on_stalled(self, queue: AnyQueue) -> None:
         """Called, in its worker's process, when the task's progress did not move for its
         `stall_timeout`; no-op (it may `release`, `fail` or `bury` the task)."""
 

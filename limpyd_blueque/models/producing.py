@@ -12,11 +12,12 @@ from typing import Any, Generic, TypeVar
 
 from redis.exceptions import RedisError
 
-from ..connection import check_value_sizes, reaching
+from ..connection.clients import check_value_sizes
+from ..connection.errors import reaching
 from ..exceptions import ConfigurationError, LimpydBluequeError, PartiallyEnqueued
-from ..keys import KeySpace
-from ..options import TaskOptions, task_options
-from ..values import (
+from ..protocol.keys import KeySpace
+from ..protocol.options import TaskOptions, task_options
+from ..protocol.values import (
     check_number,
     check_parameters_list,
     check_task_ids,

@@ -10,15 +10,17 @@ from typing import Any, Callable, cast
 import redis
 from limpyd import fields
 
-from .. import compat, periodic, statistics
-from ..atomic import PassedOver, Reservation
-from ..connection import reaching
+from ..connection import shims
+from ..connection.errors import reaching
 from ..exceptions import ConfigurationError, InvalidTransition, TaskNotFound
-from ..keys import KeySpace, check_listener_id, check_queue_name
-from ..liveness import worker_records
-from ..options import TERM_RULES, check_term
-from ..statuses import Status
-from ..values import MAX_COUNT, check_number, check_task_id, timestamp
+from ..protocol import statistics
+from ..protocol.keys import KeySpace, check_listener_id, check_queue_name
+from ..protocol.liveness import worker_records
+from ..protocol.options import TERM_RULES, check_term
+from ..protocol.scripts import PassedOver, Reservation
+from ..protocol.statuses import RUNNING, Status
+from ..protocol.values import MAX_COUNT, check_number, check_task_id, timestamp
+from . import periodic
 from .base import (
     BluequeModel,
     QueueNameField,
@@ -106,7 +108,7 @@ class Queue(BluequeModel):
         """The reserved list of `listener_id` on this queue, as a limpyd list field."""
         field = ReservedListField(check_listener_id(listener_id))
         field.name = f"reserved_{listener_id}"
-        compat.bind_new_field(field, type(self), self)
+        shims.bind_new_field(field, type(self), self)
         return field
 
     @classmethod
@@ -195,12 +197,12 @@ class Queue(BluequeModel):
                      report: Callable[[PassedOver], None] | None = None,
                      ) -> tuple[Job | None, Reservation | None]:
         """Blueque "Node Task Pop", atomic, the one way to reserve: the next task of the
-        highest priority among `queues` (see `atomic.Scripts.reserve`), reserved by
+        highest priority among `queues` (see `scripts.Scripts.reserve`), reserved by
         `listener_id`, and started by `pid` (start mark `pstart`) in the same step when
         given. `ttr`, `max_run_time`, `max_attempts`: the defaults of its lease terms
-        (`atomic.NEVER_EXPIRES` as `ttr`: never expires). Returns `(job, reservation)`,
+        (`scripts.NEVER_EXPIRES` as `ttr`: never expires). Returns `(job, reservation)`,
         the job of `job_model` (default: this model's), or `(None, None)`; what the step
-        passed over (`atomic.PassedOver`) goes to `report`, when there is any."""
+        passed over (`scripts.PassedOver`) goes to `report`, when there is any."""
         names = [check_queue_name(queue) for queue in queues]
         reservation, passed = cls.scripts().reserve(
             names, check_listener_id(listener_id), time.time(), pid=pid, pstart=pstart,
@@ -280,13 +282,13 @@ class Queue(BluequeModel):
         the reserved and started tasks). See `statistics`."""
         tasks = self.statistics()["tasks"]
         counts = {status.value: tasks[status.value] for status in Status
-                  if status not in (Status.RESERVED, Status.STARTED)}
+                  if status not in RUNNING}
         counts.update(running=tasks["taken"], started=tasks["started"])
         return counts
 
     def statistics(self) -> dict[str, dict[str, int]]:
         """This queue's statistics in O(1), in Tarantool's shape (see
-        `limpyd_blueque.statistics.read`): `{"tasks": {...}, "calls": {...}}`."""
+        `limpyd_blueque.protocol.statistics.read`): `{"tasks": {...}, "calls": {...}}`."""
         return statistics.read(self.client(), self.keys(), [self.pk.get()])[self.pk.get()]
 
     @classmethod
@@ -316,7 +318,7 @@ class Queue(BluequeModel):
             with reaching(cls.client()):
                 return sum(pipe.execute())
 
-    # -- periodic tasks (the logic lives in `limpyd_blueque.periodic`) ------------------------
+    # -- periodic tasks (the logic lives in `limpyd_blueque.models.periodic`) ----------------------
     def every(self, schedule: str | float, parameters: Any = "", *, name: str,
               overlap: bool = False) -> periodic.PeriodicTask:
         """Declare (or replace) the periodic task `name`: `parameters` enqueued on this

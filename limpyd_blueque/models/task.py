@@ -14,16 +14,16 @@ from limpyd.collection import CollectionManager
 from limpyd.exceptions import DoesNotExist
 from redis.exceptions import ResponseError
 
-from .. import compat
-from ..atomic import Outcome, Reservation
-from ..connection import reaching
+from ..connection import shims
+from ..connection.errors import reaching
 from ..exceptions import InvalidTransition, ProtocolError, TaskNotFound
-from ..indexes import WireIndex, flatten, status_sources, temporary_key
-from ..keys import check_listener_id
-from ..options import DEFAULT_RETENTION, Retention, eta_of
-from ..statuses import Status
-from ..values import MAX_SECONDS, check_number, encode
+from ..protocol.keys import check_listener_id
+from ..protocol.options import DEFAULT_RETENTION, Retention, eta_of
+from ..protocol.scripts import Reservation, StepResult
+from ..protocol.statuses import Status
+from ..protocol.values import MAX_SECONDS, check_number, encode
 from .base import BluequeModel, ProtocolField, TaskIdField
+from .indexes import WireIndex, flatten, status_sources, temporary_key
 
 if TYPE_CHECKING:
     pass
@@ -32,7 +32,7 @@ _NOTHING: Mapping[str, str] = MappingProxyType({})
 T = TypeVar("T", bound="Task")
 
 
-class TaskCollectionManager(compat.UnfilteredSet, CollectionManager):
+class TaskCollectionManager(shims.UnfilteredSet, CollectionManager):
     """Collections of tasks; with no filter, every task any queue structure lists."""
 
     model: type[Task]
@@ -154,7 +154,7 @@ class Task(BluequeModel):
     @property
     def task_id(self) -> str:
         """The task id (what `pk.get()` returns, without making the pk field)."""
-        task_id = compat.cached_pk(self)
+        task_id = shims.cached_pk(self)
         return self.pk.get() if task_id is None else task_id
 
     @property
@@ -166,7 +166,7 @@ class Task(BluequeModel):
         return cls.keys().task("*")
 
     #: the reservation this instance was made from, when it came from one: the task as
-    #: its holder sees it, with its lease terms (see `atomic.Reservation`)
+    #: its holder sees it, with its lease terms (see `scripts.Reservation`)
     task: Reservation | None = None
     #: how long the tasks this instance finishes are kept, unless the task or its queue
     #: says otherwise (a worker sets its own)
@@ -186,7 +186,7 @@ class Task(BluequeModel):
         return job
 
     def connect(self) -> None:
-        task_id = compat.cached_pk(self)
+        task_id = shims.cached_pk(self)
         try:
             super().connect()
         except DoesNotExist:
@@ -239,7 +239,7 @@ class Task(BluequeModel):
             raise ProtocolError(f"task {self.task_id!r} has no queue field")
         return queue
 
-    def _refuse(self, outcome: Outcome, to_status: str, why: str) -> None:
+    def _refuse(self, outcome: StepResult, to_status: str, why: str) -> None:
         if outcome.missing:
             raise TaskNotFound(self.task_id)
         raise InvalidTransition(self.task_id, outcome.status, to_status, why)

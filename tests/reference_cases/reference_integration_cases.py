@@ -1,7 +1,7 @@
 """The cases of the reference package's own integration test, written for the drop-in.
 
 They are run by the Python of the reference's virtualenv, with `tests/as_blueque` first
-on the path so that `import blueque` is limpyd-blueque (see tests/test_dropin.py), against
+on the path so that `import blueque` is limpyd-blueque (see tests/interop/test_dropin.py), against
 the Redis in `REDIS_URI`. Each case is what an application written for blueque 1.0.1
 observes; none of them knows it is not talking to the reference.
 """

@@ -1,0 +1,129 @@
+"""Prometheus metrics of an installation, read at each scrape from the O(1) statistics of
+every queue (`statistics.read_counters`), the heads of their lines and the workers'
+records: the cost of a scrape grows with the number of queues and workers, never with
+the number of tasks.
+
+`BluequeCollector` is a collector of the official `prometheus_client` library (the
+`metrics` and `web` extras): `registry()` gives a registry holding only it, which
+`blueque metrics` serves on its own port and `blueque web` at `/metrics`. The names,
+types and labels are listed in docs/dashboard.rst.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from ..models import Job
+from ..protocol import statistics
+from ..protocol.liveness import server_time, worker_records
+from ..protocol.statuses import Status
+from .overview import Skipped, oldest_waiting, queue_names
+
+try:
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.core import (
+        CounterMetricFamily,
+        GaugeMetricFamily,
+        HistogramMetricFamily,
+    )
+    from prometheus_client.registry import Collector
+except ImportError:  # pragma: no cover - the extra is not installed: `require` says so
+    Collector = object  # type: ignore[assignment,misc]
+
+#: the counters of finished tasks: metric name, help, the `finished.<status>` counted
+FINISHED_COUNTERS = (
+    ("blueque_tasks_completed", "Tasks completed, per queue.", Status.COMPLETE.value),
+    ("blueque_tasks_failed", "Tasks failed for good (not retried), per queue.",
+     Status.FAILED.value),
+    ("blueque_tasks_canceled", "Tasks canceled, per queue.", Status.CANCELED.value),
+    ("blueque_tasks_expired", "Tasks expired past their ttl before running, per queue.",
+     Status.EXPIRED.value),
+)
+#: the histograms: metric name, help, the durations kept by the scripts
+HISTOGRAMS = (
+    ("blueque_task_wait_seconds", "Time from a task's last move into line (enqueued, due, "
+     "requeued) to its reservation, per queue.", "wait"),
+    ("blueque_task_run_seconds", "Run time of the tasks their worker finished (complete, "
+     "failed or canceled), from start to outcome, per queue.", "run"),
+)
+
+
+def require() -> None:
+    """`ImportError` naming the extra when `prometheus_client` is not installed."""
+    try:
+        import prometheus_client  # noqa: F401
+    except ImportError:
+        raise ImportError("the metrics need the prometheus_client library: "
+                          "pip install 'limpyd-blueque[metrics]'") from None
+
+
+class BluequeCollector(Collector):
+    """The metrics of every queue `blueque_queues` lists, read at each `collect()`."""
+
+    def __init__(self, job_model: type[Job] = Job) -> None:
+        self.job_model = job_model
+
+    def collect(self) -> Iterator[Any]:
+        client, keys = self.job_model.client(), self.job_model.keys()
+        names = queue_names(self.job_model)
+        now = server_time(client)
+        counters = statistics.read_counters(client, keys, names)
+        oldest = oldest_waiting(client, keys, names, now, list[Skipped]())
+        live = sum(1 for until in worker_records(client, keys).values() if until >= now)
+        yield from self.gauges(counters, oldest, live)
+        for name, help_text, status in FINISHED_COUNTERS:
+            counter = CounterMetricFamily(name, help_text, labels=["queue"])
+            for queue, figures in counters.items():
+                counter.add_metric([queue], figures.finished[status])
+            yield counter
+        recovered = CounterMetricFamily(
+            "blueque_tasks_recovered", "Tasks taken back from a worker that was gone "
+            "(back in line, or failed or canceled), per queue.", labels=["queue"])
+        for queue, figures in counters.items():
+            recovered.add_metric([queue], figures.recovered)
+        yield recovered
+        for name, help_text, kind in HISTOGRAMS:
+            histogram = HistogramMetricFamily(name, help_text, labels=["queue"])
+            for queue, figures in counters.items():
+                durations = figures.durations[kind]
+                histogram.add_metric([queue], [(_bound(bound), float(count)) for bound, count
+                                               in durations.buckets], durations.total)
+            yield histogram
+
+    @staticmethod
+    def gauges(counters: dict[str, statistics.Counters],
+               oldest: dict[str, dict[str, Any] | None], live: int) -> Iterator[Any]:
+        tasks = GaugeMetricFamily("blueque_tasks", "Tasks per queue and status.",
+                                  labels=["queue", "status"])
+        running = GaugeMetricFamily("blueque_running_tasks", "Tasks held by a worker "
+                                    "(reserved or started), per queue.", labels=["queue"])
+        stalled = GaugeMetricFamily("blueque_stalled_tasks", "Running tasks whose progress "
+                                    "did not move within their stall timeout, per queue.",
+                                    labels=["queue"])
+        waiting = GaugeMetricFamily("blueque_oldest_waiting_age_seconds", "Age of the "
+                                    "oldest task waiting in line, per queue (0: none).",
+                                    labels=["queue"])
+        for queue, figures in counters.items():
+            for status in Status:
+                tasks.add_metric([queue, status.value], figures.tasks[status.value])
+            running.add_metric([queue], figures.tasks["taken"])
+            stalled.add_metric([queue], figures.tasks["stalled"])
+            head = oldest.get(queue)
+            waiting.add_metric([queue], float((head or {}).get("age") or 0))
+        yield from (tasks, running, stalled, waiting)
+        yield GaugeMetricFamily("blueque_live_workers", "Workers whose heartbeat says "
+                                "they are alive.", value=live)
+
+
+def _bound(bound: float) -> str:
+    return "+Inf" if bound == float("inf") else f"{bound:g}"
+
+
+def registry(job_model: type[Job] = Job) -> Any:
+    """A Prometheus registry holding only a `BluequeCollector` (no metrics of the process
+    serving it)."""
+    require()
+    result = CollectorRegistry(auto_describe=False)
+    result.register(BluequeCollector(job_model))
+    return result

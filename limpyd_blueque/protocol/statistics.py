@@ -1,0 +1,190 @@
+"""Statistics of queues in O(1), whatever their size: how many tasks each status holds,
+read from the length of the structures that file them (which every Blueque client keeps
+true, the reference included), and how many times each operation ran, counted by the
+scripts themselves in `<prefix>:stats:<queue>` (operations of other Blueque clients are
+not counted there).
+
+The shape is Tarantool's queue's `statistics()`: `{"tasks": {...}, "calls": {...}}`,
+with its names (`ready`, `taken`, `done`, `delayed`, `buried`, `total`) beside ours.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from ..connection.errors import reaching
+from .keys import STATUS_STRUCTURES, KeySpace
+from .statuses import FINISHED, Status, in_order
+
+#: the operations the scripts count, each `calls.<name>` in the counters hash
+CALLS = ("put", "take", "ack", "fail", "release", "requeue", "bury", "kick", "delete",
+         "touch", "cancel", "expire")
+_LENGTH = {"list": "llen", "zset": "zcard", "started": "scard"}
+#: the upper bounds, in seconds, of the buckets of the duration histograms the scripts
+#: keep in the counters hash (`wait`: pending to reserved, `run`: started to finished by
+#: its worker): `<name>.le.<bound>` counts a bucket ('inf' past the last bound), and
+#: `<name>.sum_us` adds the durations up, in microseconds (see lua/_finished.lua)
+DURATION_BOUNDS = (0.1, 1, 5, 15, 60, 300, 900, 1800, 3600, 7200, 14400, 43200, 86400,
+                   259200, 604800)
+#: The tasks finished lately are counted by the scripts per queue and minute, one hash
+#: each (`KeySpace.throughput`). Two spans derive from this one: the window shown, here,
+#: and how long the hashes are kept, `THROUGHPUT_TTL`.
+#: The longest window of tasks finished lately that is shown, in seconds: the "last
+#: hour" of `blueque stats` and of the dashboard (`overview`).
+THROUGHPUT_WINDOW = 3600
+#: How long the scripts keep each minute's hash after its first count, in seconds
+#: (lua/_finished.lua gets it at load time, as `DURATION_BOUNDS`; a drop deletes that
+#: many minutes back). It is longer than the window shown: a reader of the window also
+#: reads the minute the window begins in, and the clock of the worker that counted may
+#: be behind the reader's. Twice the window leaves room for both.
+THROUGHPUT_TTL = 2 * THROUGHPUT_WINDOW
+
+
+def _queue_commands(pipe: Any, keys: KeySpace, name: str) -> list[str]:
+    """Queue the O(1) reads of one queue's figures on `pipe`; the label of each."""
+    labels = []
+    for status in STATUS_STRUCTURES:
+        for key, kind in keys.structures_of(name, status):
+            getattr(pipe, _LENGTH[kind])(key)
+            labels.append(status.value)
+    pipe.zcard(keys.stalled(name))
+    labels.append("stalled")
+    pipe.hgetall(keys.statistics(name))
+    labels.append("calls")
+    return labels
+
+
+def _figures(labels: list[str], values: list[Any]) -> dict[str, dict[str, int]]:
+    """One queue's statistics from its reads (see `_queue_commands`)."""
+    tasks = {status.value: 0 for status in Status}
+    stalled = 0
+    calls = {name: 0 for name in CALLS}
+    for label, value in zip(labels, values):
+        if label == "calls":
+            for field, count in dict(value).items():
+                if str(field).startswith("calls.") and str(count).lstrip("-").isdigit():
+                    calls[str(field)[6:]] = int(count)
+        elif label == "reserved":
+            tasks["taken"] = int(value)  # the lease set: reserved and started alike
+        elif label == "stalled":
+            stalled = int(value)
+        else:
+            tasks[label] += int(value)
+    # started tasks are in the lease set too, unless a Blueque client started them
+    tasks["taken"] = max(tasks["taken"], tasks["started"])
+    tasks["reserved"] = tasks["taken"] - tasks["started"]
+    tasks["total"] = sum(tasks[status.value] for status in Status)
+    tasks.update(ready=tasks["pending"], done=tasks["complete"], delayed=tasks["scheduled"],
+                 stalled=stalled)
+    return {"tasks": tasks, "calls": calls}
+
+
+def read(client: redis.Redis, keys: KeySpace, names: Sequence[str],
+         ) -> dict[str, dict[str, dict[str, int]]]:
+    """The statistics of each queue of `names`, in one round trip: `{name: {"tasks":
+    {status: count, ..., "total", "ready", "taken", "done", "delayed", "stalled" (running
+    tasks flagged stalled, counted in "started" too)}, "calls":
+    {operation: count}}}`. Held tasks are counted from the lease set and the started set:
+    a task a Blueque client reserved but did not start yet counts once `blueque reindex`
+    or a deep clean gave it a lease entry."""
+    return {name: _figures(labels, values) for name, (labels, values, _) in
+            _read(client, keys, names).items()}
+
+
+@dataclass(frozen=True)
+class Histogram:
+    """Durations counted by the scripts: `buckets` holds `(upper bound, how many took at
+    most that long)` for each of `DURATION_BOUNDS` then `math.inf` (cumulative, as
+    Prometheus has them), `total` adds them up."""
+
+    buckets: list[tuple[float, int]]
+    total: float
+
+    @property
+    def count(self) -> int:
+        return self.buckets[-1][1]
+
+
+@dataclass(frozen=True)
+class Counters:
+    """One queue's figures as its counters hash and its structures give them: `tasks`
+    (as `read` has them), `finished` (tasks finished by status, never reset),
+    `recovered` (tasks taken back from a holder that was gone) and the `durations`
+    histograms (`wait`, `run`)."""
+
+    tasks: dict[str, int]
+    finished: dict[str, int]
+    recovered: int
+    durations: dict[str, Histogram]
+
+
+def read_counters(client: redis.Redis, keys: KeySpace, names: Sequence[str],
+                  ) -> dict[str, Counters]:
+    """The `Counters` of each queue of `names`, in one round trip (O(1) per queue)."""
+    result = {}
+    for name, (labels, values, counts) in _read(client, keys, names).items():
+        result[name] = Counters(
+            tasks=_figures(labels, values)["tasks"],
+            finished={status.value: _count(counts.get(f"finished.{status.value}"))
+                      for status in in_order(FINISHED)},
+            recovered=_count(counts.get("recovered")),
+            durations={kind: _histogram(counts, kind) for kind in ("wait", "run")})
+    return result
+
+
+def _read(client: redis.Redis, keys: KeySpace, names: Sequence[str],
+          ) -> dict[str, tuple[list[str], list[Any], dict[str, Any]]]:
+    """Per queue: the labels of its reads, their values (an error read as 0, the counters
+    hash last) and its counters hash (empty when it is of another type)."""
+    with client.pipeline(transaction=False) as pipe:
+        labels = queue_reads(pipe, keys, names)
+        with reaching(client):
+            values = pipe.execute(raise_on_error=False)
+    return _parsed(names, labels, values)
+
+
+def queue_reads(pipe: Any, keys: KeySpace, names: Sequence[str]) -> list[list[str]]:
+    """Queue the O(1) reads of each queue of `names` on a pipeline (of a synchronous or an
+    asyncio client); the labels `figures` reads their replies with."""
+    return [_queue_commands(pipe, keys, name) for name in names]
+
+
+def figures(names: Sequence[str], labels: list[list[str]], values: list[Any],
+            ) -> dict[str, dict[str, dict[str, int]]]:
+    """`read`'s result from the replies of the reads `queue_reads` queued."""
+    return {name: _figures(queue_labels, clean) for name, (queue_labels, clean, _) in
+            _parsed(names, labels, values).items()}
+
+
+def _parsed(names: Sequence[str], labels: list[list[str]], values: list[Any],
+            ) -> dict[str, tuple[list[str], list[Any], dict[str, Any]]]:
+    result, start = {}, 0
+    for name, queue_labels in zip(names, labels):
+        own = values[start:start + len(queue_labels)]
+        start += len(queue_labels)
+        clean = [0 if isinstance(value, Exception) else value for value in own]
+        counts = own[-1] if isinstance(own[-1], dict) else {}
+        clean[-1] = counts
+        result[name] = (queue_labels, clean, {str(key): value for key, value in counts.items()})
+    return result
+
+
+def _count(value: object) -> int:
+    """A counter's value (0 when unset or not a whole number)."""
+    text = str(value) if isinstance(value, (str, int)) else ""
+    return int(text) if text.lstrip("-").isdigit() and len(text) < 20 else 0
+
+
+def _histogram(counts: dict[str, Any], name: str) -> Histogram:
+    """The histogram `name` from the fields of a counters hash (see `DURATION_BOUNDS`)."""
+    buckets, seen = [], 0
+    for bound in (*DURATION_BOUNDS, math.inf):
+        seen += max(_count(counts.get(f"{name}.le.{bound:g}")), 0)
+        buckets.append((float(bound), seen))
+    total = _count(counts.get(f"{name}.sum_us")) / 1e6
+    return Histogram(buckets, max(total, 0.0))

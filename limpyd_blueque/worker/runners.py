@@ -1,0 +1,425 @@
+"""How a task runs: the strategy a worker hands each task to.
+
+`ForkedRunner` runs each task in a process of its own (a spare forked ahead, notices on a
+pipe, reaping, killing on lease loss or over the maximum run time, stopping);
+`InProcessRunner` runs it in the worker's own process. Both apply the transitions of
+`running.RunningTask` and the actions that go with them, in one place (`apply`). Inside a
+task process, `TaskProcess` plays the runner's part for the one task it runs.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+import signal
+import time
+from typing import TYPE_CHECKING, Any, Callable
+
+from ..exceptions import (
+    TaskKilled,
+    TaskNotFound,
+    TaskTimeout,
+    WorkerInterrupted,
+)
+from ..protocol.liveness import process_start_time
+from ..protocol.statuses import RUNNING
+from .processes import (
+    EXIT_REDIS_UNAVAILABLE,
+    DoneNotices,
+    Spare,
+    describe_exit,
+    reap,
+    run_time_limit,
+    signal_group,
+)
+from .running import Event, Origin, RunningTask, TaskState
+from .task_process import TaskProcess, run_spare
+
+if TYPE_CHECKING:
+    from ..models import Job, Queue
+    from .contract import TaskHost
+
+#: seconds a task process is given to stop after SIGTERM before SIGKILL
+INTERRUPT_GRACE = 10.0
+#: seconds between two looks at every running task's deadlines (run time, cancel grace),
+#: and between two reaps when no SIGCHLD said a child ended (a safety net)
+LOOK_INTERVAL = 0.1
+REAP_INTERVAL = 1.0
+
+
+class TaskRunner:
+    """Runs the tasks a worker reserved, and applies what happens to them."""
+
+    #: most tasks run at once (None: no limit)
+    max_concurrency: int | None = None
+    #: whether its tasks can outlive the worker (`on_terminate="detach"`)
+    can_detach = False
+    #: whether a stopping worker can interrupt its tasks at a deadline (`terminate_timeout`)
+    can_time_out = False
+
+    def __init__(self, worker: TaskHost) -> None:
+        self.worker = worker
+        self.tasks = worker.tasks
+
+    def describe(self) -> str:
+        """How tasks run, for the worker's first log line."""
+        return ""
+
+    def start(self) -> None:
+        """Get ready, before the first task."""
+
+    def next_process(self) -> tuple[int, str | None]:
+        """The pid (and start mark) of the process that will run the next task."""
+        raise NotImplementedError
+
+    def launch(self, job: Job, queue: Queue) -> None:
+        """Run a task reserved and started for `next_process()`."""
+        raise NotImplementedError
+
+    def wakeup_fds(self) -> list[int]:
+        """Descriptors whose data should end the worker's wait."""
+        return []
+
+    def collect(self) -> None:
+        """Apply what happened to the running tasks since the last turn."""
+        for task, event, detail in self.tasks.posted():
+            self.apply(task, event, detail)
+
+    def running(self, task: RunningTask) -> None:
+        """`task` now runs: count it, and show it."""
+        self.tasks.add(task)
+        self.worker.set_status("running")
+
+    def recorded(self, job: Job) -> None:
+        """The outcome of `job` is stored."""
+        task = self.tasks.get(job.task_id)
+        if task is not None and task.job is job:
+            self.apply(task, Event.RECORDED)
+
+    def stop_signal(self) -> None:
+        """A stop signal arrived (called from the signal handler)."""
+
+    def spare_from_stop(self) -> None:
+        """The task's outcome is stored: what is left (its hooks) is not stopped by the
+        SIGTERM of a cancel (a task process only; its SIGKILL still ends it)."""
+
+    def terminate(self) -> bool:
+        """The worker stops: apply `on_terminate`; True if tasks were left running."""
+        return False
+
+    def close(self) -> None:
+        """Release what `start` took."""
+
+    # -- the state machine's actions --------------------------------------------------------
+    def apply(self, task: RunningTask, event: Event, detail: Any = None) -> None:
+        """Move `task` by `event` and do what the new state asks."""
+        old = task.state
+        new = task.move(event)
+        if new is TaskState.LOST:
+            self.worker.log(self.worker.job_lost_message(task.job, task.queue, detail or ""),
+                            logging.ERROR)
+            if task.origin is Origin.FORKED:
+                signal_group(task.pid, signal.SIGKILL)
+        elif new is TaskState.TIMED_OUT:
+            signal_group(task.pid, signal.SIGKILL)
+        elif new is TaskState.INTERRUPTED and task.origin is not Origin.IN_PROCESS:
+            signal_group(task.pid, signal.SIGTERM)
+        elif new is TaskState.CANCELING:
+            self.worker.log(self.worker.job_cancel_asked_message(task.job, task.queue),
+                            logging.WARNING)
+            task.job.note_cancel_requested()
+            if task.origin is not Origin.IN_PROCESS:  # in-process: it stops by itself
+                task.kill_at = time.monotonic() + self.worker.cancel_grace
+                signal_group(task.pid, signal.SIGTERM)
+        elif new is TaskState.ENDED:
+            self.tasks.remove(task)
+            self.ended(task, old, detail)
+
+    def ended(self, task: RunningTask, old: TaskState, status: int | None) -> None:
+        """A task's process is gone: put it back, or apply the rule for an end without
+        an outcome (`Worker.process_ended`), as the state it ended in says."""
+        try:
+            if old is TaskState.INTERRUPTED:
+                self.worker.retrying(lambda: self.worker.requeue_interrupted(task))
+            elif old is TaskState.CANCELING:
+                if task.origin is Origin.ADOPTED and self.settled(task):
+                    return
+                self.worker.retrying(lambda: self.worker.process_canceled(task))
+            elif old in (TaskState.RUNNING, TaskState.TIMED_OUT):
+                cause = self.cause(task, old, status)
+                if task.origin is Origin.ADOPTED and self.settled(task):
+                    return  # its process stored its outcome before it ended, as it should
+                if cause is None:  # it could not reach Redis: not the task's fault
+                    self.worker.retrying(lambda: self.worker.requeue_interrupted(task))
+                else:
+                    self.worker.process_ended(task, cause)
+        except Exception:  # noqa: BLE001 - its lease ends, and the task is taken back
+            self.worker.log(f"[{task.queue_name}|{task.task_id}] could not record the end of "
+                            "its process", logging.ERROR, exc_info=True)
+
+    def settled(self, task: RunningTask) -> bool:
+        """True when an adopted task's attempt is no longer running: its process (not a
+        child of this worker, so it sends no notice) stored its outcome, or another
+        attempt holds it."""
+        try:
+            data = task.job.data()
+        except TaskNotFound:
+            return True
+        if data.attempt == task.attempt and data.status in RUNNING:
+            return False
+        self.worker.log(f"[{task.queue_name}|{task.task_id}] adopted task ended: now "
+                        f"{data.status} (attempt {data.attempt})")
+        return True
+
+    @staticmethod
+    def cause(task: RunningTask, old: TaskState, status: int | None) -> TaskKilled | None:
+        """Why a process ended without an outcome (None: it could not reach Redis)."""
+        if old is TaskState.TIMED_OUT:
+            return TaskTimeout(task.max_run_time or 0)
+        if status is None:  # not our child: how it ended is unknown
+            return TaskKilled("the process running the task ended without recording an "
+                              "outcome", "unknown")
+        if os.WIFEXITED(status) and os.WEXITSTATUS(status) == EXIT_REDIS_UNAVAILABLE:
+            return None
+        return describe_exit(status)
+
+
+class InProcessRunner(TaskRunner):
+    """Runs each task in the worker's own process, one at a time."""
+
+    max_concurrency = 1
+
+    def describe(self) -> str:
+        return "in-process"
+
+    def next_process(self) -> tuple[int, str | None]:
+        return os.getpid(), process_start_time(os.getpid())
+
+    def launch(self, job: Job, queue: Queue) -> None:
+        task = RunningTask(job, queue, Origin.IN_PROCESS, pid=os.getpid())
+        self.running(task)
+        try:
+            with run_time_limit(task.max_run_time):
+                self.worker.perform(job, queue)
+            self.apply(task, Event.RECORDED)  # its outcome is dealt with, even if skipped
+        except WorkerInterrupted:
+            self.apply(task, Event.INTERRUPT)
+        finally:
+            self.apply(task, Event.ENDED)
+            self.worker.set_status("waiting")
+
+    def stop_signal(self) -> None:
+        if self.worker.on_terminate == "requeue" and len(self.tasks):
+            raise WorkerInterrupted()  # out of the task's code, in this very thread
+
+
+class ForkedRunner(TaskRunner):
+    """Runs each task in a process of its own, in a session of its own.
+
+    One spare process is forked ahead and waits on a pipe; a task is reserved and
+    started for its pid, then handed to it. Task processes say on the notices pipe when
+    their outcome is stored and when they are done, which frees their slot at once.
+    """
+
+    can_detach = True
+    can_time_out = True
+
+    def __init__(self, worker: TaskHost) -> None:
+        super().__init__(worker)
+        #: in a task process (this runner's copy in the fork): the part that runs its task
+        self.in_task_process: TaskProcess | None = None
+        self._spare: Spare | None = None
+        self.notices: DoneNotices | None = None
+        self.exiting: set[int] = set()  # done with their task, not reaped yet
+        self._sigchld: Any = None
+        # what a turn of the loop looks at costs nothing per running task unless a child
+        # ended (SIGCHLD), a task process spoke, or a deadline may have passed
+        self._child_ended = True
+        self._next_reap = 0.0
+        self._next_look = 0.0
+
+    def describe(self) -> str:
+        return f"{self.worker.concurrency} forked process(es)"
+
+    def start(self) -> None:
+        # a child's end ends a wait, and has the next turn reap
+        self._sigchld = signal.signal(signal.SIGCHLD, self._on_sigchld)
+        # the objects made so far are never collected again: a task process then does
+        # not copy every page of the worker while its garbage collector walks them
+        gc.freeze()
+        self.notices = DoneNotices()
+
+    def wakeup_fds(self) -> list[int]:
+        return [self.notices.read] if self.notices else []
+
+    # -- the spare -------------------------------------------------------------------------------
+    def spare(self) -> Spare:
+        """The process forked ahead for the next task (made when missing)."""
+        if self._spare is None:
+            self._spare = Spare(self.task_process)
+        return self._spare
+
+    def next_process(self) -> tuple[int, str | None]:
+        spare = self.spare()
+        return spare.pid, spare.pstart
+
+    def drop_spare(self) -> None:
+        """Let the spare go (it exits when its pipe closes) and collect it."""
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            spare.close()
+            try:
+                os.waitpid(spare.pid, 0)
+            except ChildProcessError:
+                pass
+
+    def launch(self, job: Job, queue: Queue) -> None:
+        spare, self._spare = self.spare(), None
+        task = RunningTask(job, queue, Origin.FORKED, pid=spare.pid, pstart=spare.pstart)
+        self.running(task)
+        if not spare.hand_over(task.reservation.to_payload()):
+            # the task never ran: it goes back to the front of its queue
+            self.worker.log(f"[{task.queue_name}|{task.task_id}] its process died before the "
+                            "task reached it: back in line", logging.WARNING)
+            self.exiting.add(spare.pid)
+            self.apply(task, Event.INTERRUPT)
+            self.apply(task, Event.ENDED)
+        self.spare()  # the next one, forked while this task runs
+
+    def task_process(self, receive: Callable[[], dict[str, Any] | None]) -> int:
+        """The body of a spare: get ready, wait for a task (`receive`), run it (see
+        `task_process.run_spare`). In this process, the outcomes the worker's hooks record
+        are told to the worker's process by the `TaskProcess` this runner hands them to."""
+        def hand_over(side: TaskProcess) -> None:
+            self.in_task_process = side
+
+        return run_spare(self.worker, self.notices, receive, hand_over)
+
+    def recorded(self, job: Job) -> None:
+        if self.in_task_process is not None:
+            self.in_task_process.recorded(job)
+        else:
+            super().recorded(job)
+
+    def spare_from_stop(self) -> None:
+        if self.in_task_process is not None:
+            self.in_task_process.spare_from_stop()
+
+    # -- what happened -----------------------------------------------------------------------------
+    def _on_sigchld(self, signum: int, frame: Any) -> None:
+        self._child_ended = True
+
+    def collect(self) -> None:
+        now = time.monotonic()
+        reaping = self._child_ended or now >= self._next_reap
+        if reaping:  # cleared first: a child ending meanwhile is reaped at the next turn
+            self._child_ended, self._next_reap = False, now + REAP_INTERVAL
+        self.collect_ended(reaping)
+        if now >= self._next_look:
+            self._next_look = now + LOOK_INTERVAL
+            for task in self.tasks.snapshot():
+                if task.origin is Origin.FORKED and task.overdue:
+                    self.apply(task, Event.OVERDUE)
+                if task.kill_at is not None and now >= task.kill_at:  # canceled, past its grace
+                    task.kill_at = None
+                    signal_group(task.pid, signal.SIGKILL)
+        if reaping and self._spare is not None and reap([self._spare.pid]):
+            self._spare.close()
+            self._spare = None  # died while waiting: the next task gets a new one
+        super().collect()
+        if not len(self.tasks) and self.worker.status == "running":
+            self.worker.set_status("waiting")
+
+    def collect_ended(self, reaping: bool) -> None:
+        """Apply the ends of task processes: reaped (when `reaping`), or told on the
+        notices pipe."""
+        by_pid = self.forked() if reaping else {}
+        # reaped first: every notice an ended process gave is in the pipe by now
+        ended = reap(by_pid)
+        notices = self.notices.collect() if self.notices else []
+        if notices and not reaping:
+            by_pid = self.forked()
+        for kind, pid in notices:
+            task = by_pid.get(pid)
+            if task is not None:
+                self.apply(task, Event.RECORDED)
+                if kind == DoneNotices.DONE:
+                    self.exiting.add(pid)
+                    self.apply(task, Event.ENDED)
+        for pid, status in ended:
+            self.exiting.discard(pid)
+            self.apply(by_pid[pid], Event.ENDED, status)  # ignored if it said it was done
+        if reaping:
+            self.reap_exiting()
+
+    def forked(self) -> dict[int, RunningTask]:
+        """The running tasks of the processes this runner forked, by pid."""
+        return {pid: task for pid, task in self.tasks.by_pid().items()
+                if task.origin is Origin.FORKED}
+
+    def reap_exiting(self, wait: bool = False) -> None:
+        """Collect the task processes that said they are done and then exited."""
+        for pid, _ in reap(self.exiting):
+            self.exiting.discard(pid)
+        if wait:
+            for pid in list(self.exiting):
+                try:
+                    os.waitpid(pid, 0)
+                except ChildProcessError:
+                    pass
+            self.exiting.clear()
+
+    # -- stopping ----------------------------------------------------------------------------------
+    def terminate(self) -> bool:
+        """Apply `on_terminate` to the running tasks; True if some were left running.
+
+        A worker ending by itself (max_loops, max_duration) waits for its tasks; the
+        policy applies to a stop signal (a second signal switches it to "requeue").
+        """
+        self.drop_spare()
+        worker = self.worker
+        deadline = None
+        if worker.end_signal_caught and worker.terminate_timeout is not None:
+            deadline = time.monotonic() + worker.terminate_timeout
+        while len(self.tasks):
+            if worker.end_signal_caught and worker.on_terminate == "detach":
+                for task in self.tasks.snapshot():  # a canceled task is not left to run on:
+                    if task.state is TaskState.CANCELING:  # the next holder files it canceled
+                        signal_group(task.pid, signal.SIGKILL)
+                worker.log(f"leaving {len(self.tasks)} task(s) running for the next worker of "
+                           "this host")
+                return True
+            if worker.end_signal_caught and worker.on_terminate == "requeue":
+                break
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+            worker.wait(0.2)
+            worker.collect()
+        self.interrupt_running()
+        return False
+
+    def interrupt_running(self, grace: float = INTERRUPT_GRACE) -> None:
+        """SIGTERM the task processes, SIGKILL them after `grace` seconds; each goes back
+        to the front of its queue as its process ends."""
+        for task in self.tasks.snapshot():
+            self.apply(task, Event.INTERRUPT)
+        deadline = time.monotonic() + grace
+        while len(self.tasks) and time.monotonic() < deadline:
+            time.sleep(0.05)
+            self.worker.collect()
+        for task in self.tasks.snapshot():
+            signal_group(task.pid, signal.SIGKILL)
+        while len(self.tasks):
+            time.sleep(0.02)
+            self.worker.collect()
+
+    def close(self) -> None:
+        self.drop_spare()
+        self.reap_exiting(wait=True)
+        if self.notices is not None:
+            self.notices.close()
+            self.notices = None
+        if self._sigchld is not None:
+            signal.signal(signal.SIGCHLD, self._sigchld)
+            self._sigchld = None

@@ -1,0 +1,729 @@
+"""The worker: takes tasks from its queues and runs them, each in a process of its own or
+in-process.
+
+`Worker` is the loop with its hooks and their log lines, one contract: subclass it and
+override its small methods. It is composed of parts, each testable alone and each seeing
+the worker through an interface of `contract`: its settings (`settings`, one table), how
+a task runs (`runners`, `task_process`), what keeps the leases (`heartbeat`), the
+running tasks with their state machine (`running`), what is taken back from dead
+holders (`recovery`) and how outcomes are recorded (`outcomes`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+import traceback
+from datetime import datetime, timedelta, timezone
+from typing import Any, Callable
+
+from ..connection.clients import private_client, safety_warnings
+from ..exceptions import (
+    HOUSEKEEPING_ERRORS,
+    REDIS_AWAY,
+    Canceled,
+    ConfigurationError,
+    Delay,
+    InvalidParameters,
+    LimpydBluequeError,
+    ProtocolError,
+    QuarantinedTask,
+    TaskKilled,
+    UnknownJobModel,
+    WorkerInterrupted,
+)
+from ..models import Job, JobModels, Queue
+from ..protocol.liveness import listener_id_for
+from ..protocol.options import renewal_period, seconds
+from ..protocol.scripts import PassedOver, Reservation
+from ..protocol.values import encode, is_text, printable
+from .heartbeat import LeaseKeeper, Terms
+from .outcomes import OutcomeRecorder, counted_attempts, error_text
+from .processes import WakeUps
+from .recovery import Recovery
+from .runners import ForkedRunner, InProcessRunner, TaskRunner
+from .running import RunningTask, RunningTasks
+from .scheduling import DueTasks
+from .settings import WorkerSettings
+from .watch import TaskWatch
+
+#: errors of a task that cannot run as it is: it is failed, never requeued
+UNRUNNABLE = (InvalidParameters, UnknownJobModel, QuarantinedTask)
+
+
+class Worker(WorkerSettings):
+    """Runs the tasks of some queues until told to stop.
+
+    The loop (`run`) registers the worker as a Blueque listener on each queue, then
+    repeats `run_once`: apply what happened to running tasks, move due scheduled tasks,
+    clean, and if a slot is free take the next task (or wait for one to be announced).
+    Each task runs `execute` (the `callback` or the job's `run`), and its outcome goes
+    through `job_success` or `job_error`. Every setting is a class attribute and a
+    keyword (see `settings.WorkerSettings`).
+
+    One class, though long: it is what an application subclasses, so every method a
+    subclass overrides (the loop's steps, the hooks around each task, and the log line of
+    each, see README.rst's "Hooks and overridable methods") is here, beside the state
+    they share. What needs no overriding lives in its parts (`runners`, `heartbeat`,
+    `recovery`, `outcomes`, `watch`, `scheduling`), which see the worker only through
+    the interfaces of `contract`.
+    """
+
+    #: settings that are None until `validate` derives them from `ttr`: numbers once the
+    #: worker is made
+    heartbeat_interval: float
+    clean_interval: float
+
+    def __init__(self, queues: Any = None, **overrides: Any) -> None:
+        if queues is not None:
+            overrides["queues"] = queues
+        self.configure_settings(overrides)
+        self.validate()
+        self.logger = logging.getLogger(self.logger_name)
+        self.logger.setLevel(self.logger_level)
+        self.status: str | None = None
+        self.num_loops = 0
+        self.end_forced = False
+        self.end_signal_caught = False
+        self.start_date: datetime | None = None
+        self.end_date: datetime | None = None
+        self.tasks = RunningTasks()
+        self.runner: TaskRunner = self.make_runner()
+        self.models = JobModels(self.job_model, self.job_models)
+        self.outcomes = OutcomeRecorder(self.id, retry_timeout=self.outcome_retry_timeout,
+                                        log=self.log, error_ttl=self.error_ttl)
+        self.keeper: LeaseKeeper | None = None
+        self.recovery: Recovery | None = None
+        self.wakeups: WakeUps | None = None
+        self._queues: dict[str, Queue] = {}
+        self.due = DueTasks([self.queue(name) for name in self.queues], self.schedule_interval,
+                            log=self.log)
+        self._old_handlers: dict[int, Any] = {}
+        self._broken_logged: dict[str, float] = {}
+
+    # -- settings and parts -----------------------------------------------------------------
+    def runner_class(self) -> type[TaskRunner]:
+        """How tasks run: each in a process of its own (`fork`), or in the worker's."""
+        return ForkedRunner if self.fork else InProcessRunner
+
+    def make_runner(self) -> TaskRunner:
+        return self.runner_class()(self)
+
+    def make_keeper(self) -> LeaseKeeper:
+        """The part that beats: liveness, leases, and who else is dead."""
+        keeper = LeaseKeeper(self.id, [self.queue(name) for name in self.queues], self.tasks,
+                             heartbeat_interval=self.heartbeat_interval,
+                             liveness_interval=self.liveness_interval,
+                             liveness_timeout=self.liveness_timeout)
+        keeper.watch = TaskWatch(self.tasks, self, keeper.scripts_or_fail)
+        return keeper
+
+    def make_recovery(self, keeper: LeaseKeeper) -> Recovery:
+        """The part that takes back what dead holders left."""
+        return Recovery(self.id, [self.queue(name) for name in self.queues], self.tasks,
+                        keeper.scripts_or_fail, job_model=self.job_model,
+                        terms=Terms(self.ttr, self.max_run_time, self.max_attempts,
+                                    self.retention),
+                        clean_interval=self.clean_interval, log=self.log,
+                        error_model=self.error_model)
+
+    def validate(self) -> None:
+        """Check the rules that relate settings (each one alone is checked by its own
+        `settings.Setting`), and fill the defaults derived from others."""
+        refuse_what_runners_cannot(self, self.runner_class())
+        if self.heartbeat_interval is None:
+            self.heartbeat_interval = renewal_period(self.ttr) if self.ttr else 30.0
+        elif self.ttr and self.heartbeat_interval > self.ttr / 2:
+            raise ConfigurationError(
+                f"heartbeat_interval ({self.heartbeat_interval}) must be at most half of ttr "
+                f"({self.ttr}): leases would end between two renewals")
+        if self.liveness_timeout < 2 * self.liveness_interval:
+            raise ConfigurationError(
+                f"liveness_timeout ({self.liveness_timeout}) must be at least twice "
+                f"liveness_interval ({self.liveness_interval}): one late beat would kill")
+        if self.clean_interval is None:
+            self.clean_interval = (self.ttr / 2) if self.ttr else 30.0
+
+    # -- status and title -------------------------------------------------------------------------
+    def set_status(self, status: str) -> None:
+        self.status = status
+        self.update_process_title()
+
+    def update_process_title(self) -> None:
+        """Show state, queues, loop count and running tasks in the process title."""
+        if self.update_title:
+            loops = f"{self.num_loops}/{self.max_loops}" if self.max_loops else str(self.num_loops)
+            _set_title(f"blueque-worker#{os.getpid()} [{self.status}] "
+                       f"queues={','.join(self.queues)} loop={loops} "
+                       f"running={','.join(self.tasks.ids()) or '-'}")
+
+    def set_task_process_title(self, task: RunningTask) -> None:
+        """In a task process: show the task in the process title."""
+        if self.update_title:
+            _set_title(f"blueque-task#{os.getpid()} [{task.queue_name}] {printable(task.task_id)}")
+
+    @property
+    def elapsed(self) -> timedelta | None:
+        if self.start_date is None:
+            return None
+        return (self.end_date or datetime.now(timezone.utc)) - self.start_date
+
+    # -- signals -----------------------------------------------------------------------------------
+    def handle_end_signal(self) -> None:
+        """Catch SIGTERM and SIGINT with `catch_end_signal`."""
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            self._old_handlers[signum] = signal.signal(signum, self.catch_end_signal)
+
+    def stop_handling_end_signal(self) -> None:
+        for signum, handler in self._old_handlers.items():
+            signal.signal(signum, handler)
+        self._old_handlers.clear()
+
+    def catch_end_signal(self, signum: int, frame: Any) -> None:
+        """Stop taking tasks; a second signal interrupts running tasks and requeues them."""
+        if self.end_signal_caught:
+            self.log("second stop signal: interrupting running tasks", logging.WARNING)
+            self.on_terminate = "requeue"
+        self.end_signal_caught = True
+        self.end_forced = True
+        self.runner.stop_signal()
+
+    # -- the loop ----------------------------------------------------------------------------------
+    def run(self) -> None:
+        """Run the worker until it must stop, then stop cleanly."""
+        if self.status is not None:
+            raise LimpydBluequeError("this worker has already run; make a new one")
+        self.run_started()
+        try:
+            while not self.must_stop():
+                self.run_once()
+        finally:
+            self.run_ended()
+
+    def run_started(self) -> None:
+        """Register as a listener, subscribe to wake-ups, start the heartbeat."""
+        self.start_date = datetime.now(timezone.utc)
+        self.set_status("starting")
+        if self.terminate_gracefully:
+            self.handle_end_signal()
+        self.runner.start()
+        self.register()
+        self.wakeups = WakeUps(private_client(self.queue_model.client()),
+                               self.queue_model.wake_channels(self.queues),
+                               also=self.runner.wakeup_fds())
+        self.tasks.wake = self.wakeups.wake
+        self.keeper = self.make_keeper()
+        self.keeper.start()  # also says, at once, that this worker is alive
+        self.recovery = self.make_recovery(self.keeper)
+        self.log(self.run_started_message())
+        for warning in safety_warnings(self.queue_model.client()):
+            self.log(f"Redis configuration: {warning}", logging.WARNING)
+        keep_no_errors_on_a_cluster(self)
+        self.set_status("waiting")
+
+    def run_once(self) -> None:
+        """One turn of the loop; an unexpected error is logged and the loop goes on."""
+        try:
+            self.collect()
+            self.move_due_tasks()
+            self.clean()
+            if len(self.tasks) < self.concurrency:
+                job, queue = self.wait_for_job()
+                if job is not None and queue is not None:
+                    self.num_loops += 1
+                    self.launch(job, queue)
+            else:
+                self.wait(self.wait_time())
+        except REDIS_AWAY as error:
+            self.log(f"{error}; retrying in 1 second", logging.ERROR)
+            time.sleep(1)
+        except WorkerInterrupted:
+            pass
+        except Exception:  # noqa: BLE001 - the one catch-all: the loop must go on
+            self.log("unexpected error in the worker loop", logging.ERROR, exc_info=True)
+            time.sleep(0.1)
+
+    def run_ended(self) -> None:
+        """Deal with running tasks as `on_terminate` says, then unregister."""
+        self.set_status("terminating")
+        try:
+            detached = self.runner.terminate()
+            if self.keeper is not None:
+                try:
+                    self.keeper.stop(detached)
+                except REDIS_AWAY as error:  # the others will find its record stale
+                    self.log(f"could not remove this worker's record: {error}", logging.ERROR)
+            if self.wakeups is not None:
+                self.wakeups.close()
+            self.runner.close()
+            if not detached:  # else it stays listed: the host's next worker finds its tasks
+                self.unregister()
+        finally:
+            self.stop_handling_end_signal()
+            self.end_date = datetime.now(timezone.utc)
+            self.set_status("terminated")
+            self.log(self.run_ended_message())
+
+    def register(self) -> None:
+        """Register as a listener on each queue (a set of another type: logged, passed)."""
+        for name in self.queues:
+            try:
+                self.queue(name).add_listener(self.id)
+            except ProtocolError as error:
+                self.log(f"[{name}] not registered as a listener: {error}", logging.ERROR)
+
+    def unregister(self) -> None:
+        for name in self.queues:
+            try:
+                self.queue(name).remove_listener(self.id)
+            except HOUSEKEEPING_ERRORS as error:
+                self.log(f"could not unregister: {error}", logging.ERROR)
+
+    def queue(self, name: str) -> Queue:
+        """The queue model instance of a queue name (cached)."""
+        if name not in self._queues:
+            self._queues[name] = self.queue_model.named(name)
+        return self._queues[name]
+
+    def collect(self) -> None:
+        """Apply what happened to the running tasks since the last turn."""
+        if self.recovery is not None:
+            self.recovery.poll_adopted()
+        self.runner.collect()
+
+    def wait(self, seconds: float) -> None:
+        """Sleep until a task is announced, a task process says something, or `seconds`."""
+        if self.wakeups is not None:
+            self.wakeups.wait(seconds)
+        else:
+            time.sleep(seconds)
+
+    def wait_time(self) -> float:
+        """How long the loop may sleep: up to `timeout`, less when periodic work is due."""
+        until = self.due.next_due
+        if self.tasks.watched():
+            until = min(until, time.monotonic() + 0.5)
+        return min(self.timeout, self.clean_interval, max(until - time.monotonic(), 0.001))
+
+    def wait_for_job(self) -> tuple[Job | None, Queue | None]:
+        """Take the next task of the first queue that has one, or wait for one.
+
+        Returns `(job, queue)`, or `(None, None)` after waiting up to `timeout` seconds
+        (less when due scheduled tasks or running tasks need attention). The task is
+        reserved and started at once for the process that will run it.
+        """
+        pid, pstart = self.runner.next_process()
+        passed: list[PassedOver] = []
+        job, reservation = self.queue_model.reserve_from(
+            self.queues, self.id, pid=pid, pstart=pstart, ttr=self.ttr,
+            max_run_time=self.max_run_time, max_attempts=self.max_attempts,
+            job_model=self.job_model, report=passed.append)
+        for report in passed:
+            self.passed_over(report)
+        if job is not None and reservation is not None:
+            return job, self.queue(reservation.queue)
+        if not any(report.more for report in passed):  # else: more to pass over, at once
+            self.wait(self.wait_time())
+        return None, None
+
+    def move_due_tasks(self) -> None:
+        """Move due scheduled tasks of the worker's queues to pending, every `schedule_interval`."""
+        self.due.move()
+
+    def clean(self) -> None:
+        """Take back at once the tasks of workers found dead; every `clean_interval`, adopt
+        this host's dead listeners' tasks and take back expired leases."""
+        if self.keeper is None or self.recovery is None:
+            return
+        if self.keeper.revived:  # taken for dead while only slow: listed again
+            self.keeper.revived = False
+            self.log("this worker was taken for dead: registering again", logging.WARNING)
+            self.register()
+        recovered, failed = self.recovery.take_back_each(self.keeper.found_dead())
+        self.keeper.unreport(failed)  # judged again at the next beat
+        recovered.update(self.recovery.clean())
+        for task_id, outcome in recovered.items():
+            if outcome != "skipped":
+                self.log(self.task_recovered_message(task_id, outcome), logging.WARNING)
+
+    # -- running a task ----------------------------------------------------------------------------
+    def launch(self, job: Job, queue: Queue) -> None:
+        """Hand a reserved task to the runner (a task process of its own, or here)."""
+        prepared = self.prepare(job, queue)
+        if prepared is None:
+            return
+        job = prepared
+        if job.task is not None and job.task.ttr and self.keeper is not None:
+            self.keeper.nudge(job.task.ttr)  # a short lease: its own cadence from now
+        self.runner.launch(job, queue)
+
+    # -- identity and logging ---------------------------------------------------------------
+    @property
+    def id(self) -> str:
+        """This worker's Blueque listener id."""
+        if self.listener_id is None:
+            self.listener_id = listener_id_for()
+        return self.listener_id
+
+    def log(self, message: str, level: int | str = logging.INFO, exc_info: bool = False) -> None:
+        """Log `message` with this worker's id; `level` a number or a name ("info")."""
+        if isinstance(level, str):
+            number = logging.getLevelName(level.upper())
+            level = number if isinstance(number, int) else logging.INFO
+        self.logger.log(level, "[%s] %s", self.id, message, exc_info=exc_info)
+
+    def perform(self, job: Job, queue: Queue) -> bool:
+        """Run a started task and record its outcome; True on success."""
+        self.job_started(job, queue)
+        try:
+            result = self.execute(job, queue)
+            if job.delay_requested is not None:
+                raise Delay(job.delay_requested)
+        except WorkerInterrupted:
+            raise
+        except (Exception, SystemExit) as exception:  # noqa: BLE001 - any task failure is recorded
+            trace = (traceback.format_exc() if self.save_tracebacks
+                     and not isinstance(exception, (Delay, Canceled)) else None)
+            self.progress_done(job, queue)
+            return self.task_raised(job, queue, exception, trace)
+        self.progress_done(job, queue)
+        if job.settled:
+            return self.settled_by_itself(job, queue)
+        self.job_success(job, queue, result)
+        return True
+
+    def task_raised(self, job: Job, queue: Queue, exception: BaseException,
+                    trace: str | None) -> bool:
+        """The task's code raised `exception`: it asked to be delayed (`Delay`), stopped on
+        its cancel (`Canceled`), or failed (`job_error`)."""
+        if isinstance(exception, Delay):
+            return self.delay_asked(job, queue, exception)
+        if isinstance(exception, Canceled):
+            return self.cancel_asked(job, queue)
+        if job.settled:  # it released or buried itself, then failed: that stands
+            return self.settled_by_itself(job, queue)
+        self.job_error(job, queue, exception, trace)
+        return False
+
+    def progress_done(self, job: Job, queue: Queue) -> None:
+        """The task's code returned: write its last progress, if not written yet."""
+        try:
+            job.flush_progress()
+        except LimpydBluequeError as error:  # its outcome matters more: it is still recorded
+            self.log(f"{self._tag(job, queue)} its last progress was not written: {error}",
+                     logging.WARNING)
+
+    def equip(self, job: Job) -> Job:
+        """Give a task the worker's progress interval and retention."""
+        job.progress_interval = self.progress_interval
+        job.retention = self.retention
+        return job
+
+    def settled_by_itself(self, job: Job, queue: Queue) -> bool:
+        """The task's own code released or buried it: no outcome to record; log it."""
+        if job.settled == "canceled":
+            self.job_canceled(job, queue)
+            return False
+        self.runner.recorded(job)
+        self.log(f"{self._tag(job, queue)} {job.settled} by its own code")
+        return False
+
+    def delay_asked(self, job: Job, queue: Queue, delay: Delay) -> bool:
+        """The task asked to run again later (`Job.delay`, or raising `Delay`): see
+        `job_delayed`. A delay that is not a number of seconds fails the task instead."""
+        try:
+            job.delay_requested = seconds("delay", delay.seconds)
+        except LimpydBluequeError as error:
+            self.job_error(job, queue, error, None)
+            return False
+        self.job_delayed(job, queue)
+        return False
+
+    def prepare(self, job: Job, queue: Queue) -> Job | None:
+        """The task as the job model it names (see `JobModels`), before it runs; None when
+        it cannot run as it is (its parameters are not text, or it names a model this
+        worker was not given): it is then failed, with an error naming the problem."""
+        try:
+            if not is_text(job.known.get("parameters")):
+                raise InvalidParameters("task parameters are not valid UTF-8 text: the task "
+                                        "cannot be decoded")
+            assert job.task is not None, "a reserved job comes from its reservation"
+            model = self.models.model_for(job.task)
+        except (InvalidParameters, UnknownJobModel) as error:
+            self.job_error(job, queue, error)
+            return None
+        return self.equip(job if type(job) is model else model.from_reservation(job.task))
+
+    def execute(self, job: Job, queue: Queue) -> Any:
+        """Do the work: the `callback` if set, else the job's `run` method."""
+        if self.callback is not None:
+            return self.callback(job, queue)
+        return job.run(queue)
+
+    # -- tasks that did not end normally ------------------------------------------------------
+    def must_stop(self) -> bool:
+        """True when the worker must take no more tasks."""
+        if self.end_forced:
+            return True
+        if self.max_loops is not None and self.num_loops >= self.max_loops:
+            return True
+        if self.max_duration is not None and self.elapsed is not None:
+            return self.elapsed.total_seconds() >= self.max_duration
+        return False
+
+    def retrying(self, step: Callable[[], Any]) -> Any:
+        """Run `step`, retrying for `outcome_retry_timeout` seconds while Redis is away."""
+        return self.outcomes.retrying(step)
+
+    def passed_over(self, passed: PassedOver) -> None:
+        """What a reserve step passed over: ids that were not pending tasks (one line with
+        their count), quarantined tasks (`task_quarantined` each), queues with a key of
+        another type (one line a minute each), tasks past their ttl (expired, one line);
+        the other queues went on."""
+        if passed.expired:
+            self.log(f"expired {len(passed.expired)} task(s) not started within their ttl "
+                     f"(first: {printable(passed.expired[0])})")
+        if passed.dropped:
+            self.log(f"dropped {len(passed.dropped)} pending id(s) that were not pending tasks "
+                     f"(first: {passed.dropped[0]!a})", logging.WARNING)
+        for task_id, (queue_name, problem) in passed.quarantined.items():
+            self.task_quarantined(task_id, self.queue(queue_name), problem)
+        now = time.monotonic()
+        for queue_name, problem in passed.broken.items():
+            if self._broken_logged.get(queue_name, 0.0) <= now:
+                self._broken_logged[queue_name] = now + 60
+                self.log(f"[{queue_name}] skipped: {problem!a}", logging.ERROR)
+
+    def task_quarantined(self, task_id: str, queue: Queue, problem: str) -> None:
+        """A task that could not be run as it is was failed and filed by the reserve step:
+        store an `Error` naming the problem, and log one line."""
+        error = QuarantinedTask(task_id, problem)
+        job = self.job_model.from_reservation(Reservation(task_id, queue.pk.get(), {}))
+        if self.save_errors:
+            self.outcomes.store_error(self.error_model, job, queue, error, None)
+        self.log(f"[{queue.pk.get()}|{task_id!a}] quarantined: {problem!a}", logging.ERROR)
+
+    def process_ended(self, task: RunningTask, cause: TaskKilled) -> None:
+        """The one rule for a task whose process ended without saying its outcome was
+        stored (killed, crashed, over its maximum run time, or an adopted process that
+        ended): it is a failure of that attempt, `cause`, recorded through the fenced
+        step of `job_error`. Redis decides: if that attempt did store an outcome, or the
+        task changed hands, the step is refused and nothing changes. `on_error` then
+        runs in the worker's process, the only one left.
+        """
+        self.job_error(task.job, task.queue, cause, None)
+
+    def process_canceled(self, task: RunningTask) -> None:
+        """A canceling task's process ended: file it as canceled, then `job_canceled` (also
+        when the process filed it so, then was stopped before its hooks ran)."""
+        if self.outcomes.cancel(task.job) or task.job.data().status_in(
+                "canceled", attempt=task.attempt):
+            self.job_canceled(task.job, task.queue)
+
+    def cancel_asked(self, job: Job, queue: Queue) -> bool:
+        """The task stopped on its cancel (it raised `Canceled`): file it as canceled."""
+        (self.job_canceled if self.outcomes.cancel(job) else self.job_skipped)(job, queue)
+        return False
+
+    def requeue_interrupted(self, task: RunningTask) -> None:
+        """Put an interrupted task back at the front of its queue, if it is still ours."""
+        if task.job.requeue(listener_id=task.reservation.node or self.id, attempt=task.attempt,
+                            front=True):
+            self.log(f"[{task.queue_name}|{task.task_id}] interrupted, back at the front of "
+                     "the queue")
+
+    # -- outcomes (override to change what happens) ------------------------------------------------
+    def job_started(self, job: Job, queue: Queue) -> None:
+        """The task is about to run: log, then the job's `on_started` hook."""
+        if self.logger.isEnabledFor(logging.INFO):
+            self.log(self.job_started_message(job, queue))
+        self.equip(job)
+        job.on_started(queue)
+
+    def job_success(self, job: Job, queue: Queue, result: Any) -> None:
+        """Store the result (complete), log, then `on_success`; a lost task is skipped.
+
+        A result that cannot be stored (see `values.encode`) fails the task instead.
+        """
+        try:
+            text = encode(result, "result")
+        except InvalidParameters as error:
+            trace = traceback.format_exc() if self.save_tracebacks else None
+            self.job_error(job, queue, error, trace)
+            return
+        if not self.outcomes.complete(job, text):
+            self.job_skipped(job, queue)
+            return
+        if job.settled == "canceled":  # its cancel was asked first
+            self.job_canceled(job, queue)
+            return
+        self.runner.recorded(job)
+        if self.logger.isEnabledFor(logging.INFO):
+            self.log(self.job_success_message(job, queue, result))
+        job.on_success(queue, result)
+
+    def job_error(self, job: Job, queue: Queue, exception: BaseException,
+                  trace: str | None = None) -> None:
+        """Record a failure: requeue or fail the task, store an `Error`, log, `on_error`."""
+        requeued = (not isinstance(exception, UNRUNNABLE)
+                     and self.must_requeue(job, counted_attempts(job)))
+        text = error_text(exception)
+        if requeued:
+            done = self.outcomes.requeue(job, text, delay=self.requeue_delay_delta,
+                                         priority_delta=self.requeue_priority_delta)
+        else:
+            done = self.outcomes.fail(job, text)
+        if not done:
+            self.job_skipped(job, queue)
+            return
+        if job.settled == "canceled":  # its cancel was asked first: not a failure
+            self.job_canceled(job, queue)
+            return
+        self.runner.recorded(job)  # the worker must not take it for lost, nor kill it now
+        if self.save_errors:
+            self.outcomes.store_error(
+                self.error_model, job, queue, exception, trace if self.save_tracebacks else None,
+                **self.additional_error_fields(job, queue, exception, trace))
+        self.log(self.job_error_message(job, queue, exception, trace), logging.ERROR)
+        job.on_error(queue, exception, trace)
+        if requeued:
+            self.job_requeued(job, queue)
+
+    def must_requeue(self, job: Job, attempt: int | None) -> bool:
+        """True when a failed task goes back in line (see `requeue_times`); `attempt`
+        counts its failed attempts, this one included (not the delays it asked for)."""
+        if self.requeue_times <= 0 or job.must_be_cancelled_on_error:
+            return False
+        return (attempt or 1) <= self.requeue_times
+
+    def job_requeued(self, job: Job, queue: Queue) -> None:
+        """The failed task is back in line: log, then `on_requeued`."""
+        self.log(self.job_requeued_message(job, queue), logging.WARNING)
+        job.on_requeued(queue)
+
+    def job_delayed(self, job: Job, queue: Queue) -> None:
+        """The task asked to run again `job.delay_requested` seconds from now: back to the
+        scheduled set (not a failure, no retry used), log, then `on_delayed`; a task no
+        longer held by this worker is skipped."""
+        if not self.outcomes.delay(job, job.delay_requested or 0.0):
+            self.job_skipped(job, queue)
+            return
+        if job.settled == "canceled":
+            self.job_canceled(job, queue)
+            return
+        self.runner.recorded(job)
+        if self.logger.isEnabledFor(logging.INFO):
+            self.log(self.job_delayed_message(job, queue))
+        job.on_delayed(queue)
+
+    def job_canceled(self, job: Job, queue: Queue) -> None:
+        """The running task was filed as canceled: log, `on_canceled` (no retry, no `Error`)."""
+        self.runner.spare_from_stop()  # the cancel's SIGTERM no longer cuts its hooks short
+        self.runner.recorded(job)
+        self.log(self.job_canceled_message(job, queue), logging.WARNING)
+        job.on_canceled(queue)
+
+    def job_stalled(self, job: Job, queue: Queue) -> None:
+        """The running task's progress stayed still for its stall timeout (flagged until it
+        moves): log, `on_stalled`. In the heartbeat thread; an override may `release`,
+        `fail` or `bury` the task (its process is then stopped)."""
+        self.log(self.job_stalled_message(job, queue), logging.WARNING)
+        job.on_stalled(queue)
+
+    def job_skipped(self, job: Job, queue: Queue) -> None:
+        """A task taken but not run (not pending, or lost to another attempt): log, `on_skipped`."""
+        self.log(self.job_skipped_message(job, queue), logging.WARNING)
+        job.on_skipped(queue)
+
+    def additional_error_fields(self, job: Job, queue: Queue, exception: BaseException,
+                                trace: str | None = None) -> dict[str, Any]:
+        """Extra fields for the stored `Error` (for a subclass of `Error`); empty here."""
+        return {}
+
+    # -- log lines: one method each, for a subclass to change ------------------------------------
+    @staticmethod
+    def _tag(job: Job, queue: Queue) -> str:
+        """`[queue|task id|identifier]`, escaped (`values.printable`): the id and the
+        identifier come from Redis, where any client may have written anything."""
+        identifier = job.known.get("identifier")
+        shown = f"{job.task_id}{'|' + identifier if identifier else ''}"
+        return f"[{printable(queue.pk.get())}|{printable(shown)}]"
+
+    def run_started_message(self) -> str:
+        return f"started on queues {','.join(self.queues)} ({self.runner.describe()})"
+
+    def run_ended_message(self) -> str:
+        return f"terminated after {self.num_loops} task(s) in {self.elapsed}"
+
+    def job_started_message(self, job: Job, queue: Queue) -> str:
+        attempt = printable(job.known.get("attempt", "?"))
+        return f"{self._tag(job, queue)} started (attempt {attempt})"
+
+    def job_success_message(self, job: Job, queue: Queue, result: Any) -> str:
+        return f"{self._tag(job, queue)} complete"
+
+    def job_error_message(self, job: Job, queue: Queue, exception: BaseException,
+                          trace: str | None = None) -> str:
+        return (f"{self._tag(job, queue)} failed: {type(exception).__name__}: "
+                f"{printable(exception)}")
+
+    def job_requeued_message(self, job: Job, queue: Queue) -> str:
+        return f"{self._tag(job, queue)} requeued in {self.requeue_delay_delta}s"
+
+    def job_delayed_message(self, job: Job, queue: Queue) -> str:
+        return f"{self._tag(job, queue)} delayed by {job.delay_requested:g}s at its request"
+
+    def job_skipped_message(self, job: Job, queue: Queue) -> str:
+        return f"{self._tag(job, queue)} skipped: no longer held by this worker"
+
+    def task_recovered_message(self, task_id: str, outcome: str | None) -> str:
+        where = {"pending": "back to pending", "canceled": "canceled, as asked"}.get(
+            outcome or "", "failed: no attempts left")
+        return f"[{printable(task_id)}] its holder is gone: {where}"
+
+    def job_lost_message(self, job: Job, queue: Queue, status: str) -> str:
+        return (f"{self._tag(job, queue)} lease lost (task now {printable(status or 'gone')}): "
+                "stopping its process")
+
+    def job_canceled_message(self, job: Job, queue: Queue) -> str:
+        return f"{self._tag(job, queue)} canceled at its owner's request"
+
+    def job_cancel_asked_message(self, job: Job, queue: Queue) -> str:
+        return f"{self._tag(job, queue)} cancel asked: stopping its process"
+
+    def job_stalled_message(self, job: Job, queue: Queue) -> str:
+        return f"{self._tag(job, queue)} stalled: its progress did not move in time"
+
+
+def _set_title(title: str) -> None:
+    import setproctitle
+
+    # ids read from Redis may hold bytes that were not UTF-8: shown escaped
+    setproctitle.setproctitle(title.encode("utf-8", "backslashreplace").decode("utf-8"))
+
+
+__all__ = ["TaskKilled", "Worker", "WorkerInterrupted"]
+
+
+def refuse_what_runners_cannot(worker: Worker, runner: type[TaskRunner]) -> None:
+    """`ConfigurationError` for a setting the worker's way of running tasks cannot honour."""
+    if runner.max_concurrency is not None and worker.concurrency > runner.max_concurrency:
+        raise ConfigurationError(f"concurrency above {runner.max_concurrency} needs "
+                                 "fork=True (one process per task)")
+    if not runner.can_detach and worker.on_terminate == "detach":
+        raise ConfigurationError("on_terminate='detach' needs fork=True: an in-process "
+                                 "task cannot outlive its worker")
+    if not runner.can_time_out and worker.terminate_timeout is not None:
+        raise ConfigurationError("terminate_timeout needs fork=True: an in-process task "
+                                 "stops only for on_terminate='requeue' or a second signal")
+
+
+def keep_no_errors_on_a_cluster(worker: Worker) -> None:
+    """In the cluster key mode, which keeps no `Error` records yet, the worker stores
+    none (each failure is filed on its task only), and says so once."""
+    if worker.save_errors and worker.error_model.keys().cluster:
+        worker.save_errors = False
+        worker.log("the cluster key mode keeps no Error records yet: each failure is "
+                   "filed on its task only (its error field)", logging.WARNING)

@@ -1,0 +1,228 @@
+"""The cluster key mode on a real Redis Cluster (issue 15): three masters and three
+replicas on local ports (tests/clusters.py), the models bound with
+`use_redis(url, cluster=True)`. Each step on a queue runs on its queue's slot: the
+protocol steps, priorities, micro-queues, leases; queues spread over the shards; and no
+command crossed slots (each node counts the CROSSSLOT errors it answered).
+
+Run with `python3 -m pytest -m cluster` (CI runs it in its own step).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+import pytest
+import redis
+from clusters import LocalCluster
+from helpers import kill, read_runs, wait_for, worker_command
+
+from limpyd_blueque import Job, Queue, use_redis
+
+pytestmark = pytest.mark.cluster
+LISTENER = "host.example_7"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    cluster = LocalCluster(tmp_path_factory.mktemp("cluster"))
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def bound(cluster, redis_url):
+    """The models on the cluster, every master emptied first; the tests' server after."""
+    for port in cluster.masters():
+        redis.Redis(port=port).flushall()
+    database = use_redis(cluster.url, cluster=True)
+    yield database
+    assert crossed_slots(cluster) == 0
+    use_redis(redis_url)
+
+
+def crossed_slots(cluster):
+    """How many CROSSSLOT errors the nodes answered since they started."""
+    total = 0
+    for node in cluster.nodes:
+        stats = redis.Redis(port=node.port).info("errorstats")
+        total += int(stats.get("errorstat_CROSSSLOT", {}).get("count", 0))
+    return total
+
+
+def test_a_tasks_life_on_one_slot(bound):
+    queue = Queue.named("thumbnails")
+    job = queue.enqueue({"image": "cat.jpg"}, ttr=30)
+    assert job.task_id.startswith("{thumbnails}")
+    assert Job.load(job.task_id).status.hget() == "pending"
+    held, reservation = Queue.reserve_from(["thumbnails"], LISTENER)
+    assert held.task_id == job.task_id and reservation.attempt == 1
+    held.start(LISTENER, 4242)
+    held.complete({"width": 128}, listener_id=LISTENER)
+    data = Job.load(job.task_id).data()
+    assert (data.status, data.result) == ("complete", '{"width":128}')
+    assert queue.statistics()["tasks"]["complete"] == 1
+    assert Job.queue_names() == ["thumbnails"]
+
+
+def test_priorities_and_micro_queues(bound):
+    queue = Queue.named("reports")
+    low = queue.enqueue({"n": 1})
+    high = queue.enqueue({"n": 2}, priority=5)
+    first_a = queue.enqueue({"n": 3}, utube="customer-a", priority=9)
+    second_a = queue.enqueue({"n": 4}, utube="customer-a", priority=9)
+    taken = [Queue.reserve_from(["reports"], LISTENER)[0].task_id for _ in range(3)]
+    assert taken == [first_a.task_id, high.task_id, low.task_id]  # second_a waits its turn
+    assert second_a.status.hget() == "pending"
+    Job.load(first_a.task_id).complete("done", listener_id=LISTENER)
+    assert Queue.reserve_from(["reports"], LISTENER)[0].task_id == second_a.task_id
+
+
+def test_fail_requeue_bury_kick_cancel_and_delete(bound):
+    queue = Queue.named("emails")
+    job = queue.enqueue({"to": "a@example.com"})
+    held, _ = Queue.reserve_from(["emails"], LISTENER)
+    held.fail("ValueError: no", listener_id=LISTENER)
+    assert job.status.hget() == "failed"
+    assert Job.load(job.task_id).requeue()
+    held, _ = Queue.reserve_from(["emails"], LISTENER)
+    assert held.bury("poisoned", listener_id=LISTENER)
+    assert queue.kick(5) == 1
+    assert job.status.hget() == "pending"
+    assert job.cancel() and job.status.hget() == "canceled"
+    job.delete()
+    assert not redis.Redis(port=bound.connection.get_node_from_key(job.key).port).exists(job.key)
+
+
+def test_leases_are_renewed_and_a_dead_holders_task_comes_back(bound):
+    queue = Queue.named("long")
+    job = queue.enqueue({}, ttr=1)
+    Queue.reserve_from(["long"], LISTENER)
+    time.sleep(1.2)  # its lease ends: the next clean takes it back
+    from limpyd_blueque.upkeep.cleaning import light_clean
+
+    light_clean()
+    assert job.status.hget() == "pending"
+    assert Queue.reserve_from(["long"], LISTENER)[1].attempt == 2
+
+
+def test_a_hundred_queues_spread_over_the_shards(bound, cluster):
+    for n in range(100):
+        Queue.named(f"queue-{n}").enqueue({"n": n})
+    masters = cluster.masters()
+    sizes = [redis.Redis(port=port).dbsize() for port in masters]
+    assert len(masters) == 3
+    assert all(size > 10 for size in sizes), sizes
+    assert sorted(Job.queue_names()) == sorted(f"queue-{n}" for n in range(100))
+    assert sum(Queue.named(f"queue-{n}").counts()["pending"] for n in range(100)) == 100
+    every = Queue.statistics_all()  # one pipeline, split by node
+    assert len(every) == 100
+    assert sum(figures["tasks"]["pending"] for figures in every.values()) == 100
+
+
+def test_reserving_from_several_queues_takes_them_in_their_order(bound):
+    Queue.named("second").enqueue({"n": 2}, priority=9)
+    first = Queue.named("first").enqueue({"n": 1})
+    held, _ = Queue.reserve_from(["first", "second"], LISTENER)
+    assert held.task_id == first.task_id  # each queue's priorities, queue by queue
+    held, _ = Queue.reserve_from(["first", "second"], LISTENER)
+    assert held.task_id.startswith("{second}")
+    assert Queue.reserve_from(["first", "second"], LISTENER)[0] is None
+
+
+def test_listeners_are_registered_on_their_queues_slot(bound):
+    queue = Queue.named("listened")
+    assert queue.add_listener("host_1") and queue.add_listener("host_2")
+    assert Queue.listener_counts() == {"listened": 2}
+    assert "listened" in Job.queue_names()
+    assert queue.remove_listener("host_1")
+    assert Queue.listener_counts() == {"listened": 1}
+
+
+@pytest.mark.timeout(120)
+def test_worker_processes_run_tasks_and_a_killed_ones_tasks_come_back(bound, cluster, tmp_path):
+    ids = [job.task_id for name in ("alpha", "beta")
+           for job in Queue.named(name).enqueue_many(["1.5"] * 4)]
+    env = {**os.environ, "CRASH_LOG": str(tmp_path / "tasks.log")}
+    url = f"redis+cluster://127.0.0.1:{cluster.nodes[0].port}/0"
+
+    def start():
+        log = open(tmp_path / "worker.log", "a")  # noqa: SIM115 - the worker's own copy
+        return subprocess.Popen(worker_command(
+            url, "--queues=alpha,beta", "--callback=jobs.crash_task", "--concurrency=2",
+            "--ttr=3", "--heartbeat-interval=0.5", "--liveness-interval=0.3",
+            "--liveness-timeout=2", "--timeout=0.3", "--no-title", "--logger-level=WARNING"),
+            env=env, stdout=subprocess.DEVNULL, stderr=log)
+
+    workers = [start()]
+    try:
+        wait_for(lambda: len(read_runs(tmp_path / "tasks.log")) >= 2, timeout=30)
+        kill(workers[0].pid)  # its task processes are left running: their leases keep them
+        workers[0].wait()
+        workers.append(start())
+        wait_for(lambda: all(Job.load(task_id).status.hget() == "complete" for task_id in ids),
+                 timeout=90, interval=0.2)
+    finally:
+        for worker in workers:
+            kill(worker.pid)
+            worker.wait()
+    assert len(read_runs(tmp_path / "tasks.log")) == 8
+
+
+def test_a_failing_task_is_filed_failed_and_the_worker_goes_on(bound, caplog):
+    from limpyd_blueque import ConfigurationError, Error, Worker
+
+    queue = Queue.named("fragile")
+    jobs = queue.enqueue_many([{"n": n} for n in range(2)])
+
+    def failing(job, queue):
+        raise ValueError("unreadable")
+    Worker("fragile", callback=failing, fork=False, max_loops=2, timeout=0.2).run()
+    for job in jobs:
+        data = Job.load(job.task_id).data()
+        assert data.status == "failed" and "unreadable" in data.error
+    assert "keeps no Error records yet" in caplog.text
+    assert "unexpected error" not in caplog.text
+    with pytest.raises(ConfigurationError, match="keeps no Error records"):
+        Error.add_errors([{"queue_name": "fragile", "type": "ValueError"}])
+
+
+def test_what_an_operator_reads_works_on_a_cluster(bound):
+    from prometheus_client import generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from limpyd_blueque.operations.metrics import registry
+    from limpyd_blueque.operations.overview import queue_overviews, task_rows
+
+    for n in range(5):
+        Queue.named(f"ops-{n}").enqueue_many([{}] * (n + 1))
+    overview = queue_overviews()
+    assert {row.queue: row.tasks["pending"] for row in overview.queues} == {
+        f"ops-{n}": n + 1 for n in range(5)}
+    assert len(task_rows(limit=100).tasks) == 15
+    samples = {(sample.name, sample.labels.get("queue"), sample.labels.get("status")): sample.value
+               for family in text_string_to_metric_families(generate_latest(registry()).decode())
+               for sample in family.samples}
+    assert samples[("blueque_tasks", "ops-4", "pending")] == 5
+
+
+@pytest.mark.asyncio
+async def test_asyncio_producers_on_a_cluster(bound, cluster):
+    from limpyd_blueque import Worker, aio
+
+    client = aio.connect(f"redis+cluster://127.0.0.1:{cluster.nodes[0].port}/0")
+    try:
+        queue = aio.Queue("async-thumbnails", client)
+        task_id = await queue.enqueue({"image": "cat.jpg"}, priority=2)
+        assert task_id.startswith("{async-thumbnails}")
+        waiting = await queue.enqueue_many([{"n": n} for n in range(3)])
+        assert await queue.cancel(waiting[0]) is True
+        assert (await queue.statistics())["tasks"]["pending"] == 3
+        assert "async-thumbnails" in Job.queue_names()
+        Worker("async-thumbnails", callback=lambda job, queue: "ok", fork=False, max_loops=3,
+               timeout=0.2).run()
+        assert (await queue.get(task_id)).status == "complete"
+        assert (await queue.get(waiting[0])).status == "canceled"
+    finally:
+        await client.aclose()

@@ -1,0 +1,291 @@
+"""The web dashboard (issue 14) through Flask's test client, on the tests' real Redis:
+what each page shows, what the actions do and what they refuse (no token, a wrong token,
+no CSRF token, read-only), escaping, trusted hosts and bad input. The same pages in a
+real browser: tests/operations/test_dashboard_browser.py."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import time
+
+import pytest
+
+from limpyd_blueque import Job, Queue, Worker
+from limpyd_blueque.operations.web import WebSettings, create_app
+
+TOKEN = "s3cret-token"
+SCRIPT = "<script>alert(1)</script>"
+
+
+@pytest.fixture
+def web(conn):
+    """A test client of a dashboard that offers actions."""
+    return create_app(WebSettings(token=TOKEN)).test_client()
+
+
+def page(client, path, status=200):
+    response = client.get(path)
+    assert response.status_code == status, response.get_data(as_text=True)[:2000]
+    return response.get_data(as_text=True)
+
+
+def csrf(body):
+    return re.search(r'name="csrf" value="([^"]+)"', body).group(1)
+
+
+def act(client, name, token=TOKEN, **fields):
+    """Open the confirmation page of an action, then post its form (with the token when
+    the page asks for it)."""
+    query = "&".join(f"{key}={value}" for key, value in fields.items())
+    body = page(client, f"/confirm/{name}?{query}")
+    form = {**{key: str(value) for key, value in fields.items()}, "csrf": csrf(body),
+            "next": "/"}
+    if 'name="token"' in body:
+        form["token"] = token
+    return client.post(f"/act/{name}", data=form)
+
+
+def failing(job, queue):
+    raise KeyError("missing thing")
+
+
+def test_the_overview_counts_each_queues_tasks_by_status(web, conn):
+    for _ in range(3):
+        Queue.named("alpha").enqueue({})
+    Queue.named("beta").schedule({}, eta=time.time() + 3600)
+    body = page(web, "/")
+    row = re.search(r'<tr data-queue="alpha">(.*?)</tr>', body, re.S).group(1)
+    assert re.search(r'data-status="pending"><a [^>]*>3</a>', row)
+    assert 'data-status="failed">0' in row
+    beta = re.search(r'<tr data-queue="beta">(.*?)</tr>', body, re.S).group(1)
+    assert re.search(r'data-status="scheduled"><a [^>]*>1</a>', beta)
+    assert '<span id="worker-count">0</span>' in body
+
+
+def test_a_queue_page_lists_a_status_page_by_page(conn):
+    client = create_app(WebSettings(page_size=10)).test_client()
+    jobs = Queue.named("paged").enqueue_many([{"n": n} for n in range(25)])
+    first = page(client, "/queues/paged?status=pending")
+    assert '<span id="total">25</span>' in first and "page 1 of 3" in first
+    listed = re.findall(r'<tr data-task="([^"]+)">', first)
+    assert listed == [job.task_id for job in jobs[:10]]  # the next to run first
+    last = page(client, "/queues/paged?status=pending&page=3")
+    assert re.findall(r'<tr data-task="([^"]+)">', last) == [job.task_id for job in jobs[20:]]
+    assert 'id="next"' not in last and 'id="previous"' in last
+
+
+def test_a_task_page_shows_every_field_its_attempts_and_errors_with_traceback(web, conn):
+    job = Queue.named("t").enqueue({"image": "cat.jpg"})
+    Worker("t", callback=failing, fork=False, max_loops=1, timeout=0.2).run()
+    body = page(web, f"/tasks/{job.task_id}")
+    assert 'id="task-status">failed<' in body
+    assert job.parameters.hget() in html.unescape(body)
+    assert "cat.jpg" in body
+    assert "KeyError" in body and "missing thing" in body
+    assert 'class="traceback">Traceback (most recent call last)' in body
+    assert "attempt 1" in body
+
+
+def test_the_running_page_and_its_feed_show_progress_worker_and_attempt(web, conn):
+    job = Queue.named("r").enqueue({})
+    reservation, _ = Queue.scripts().reserve(["r"], "host-a_7", time.time(), pid=4242,
+                                             pstart="1")
+    assert reservation.task_id == job.task_id
+    now = time.time()  # as the task's own `set_progress` writes it
+    conn.hset(job.key, "progress", json.dumps({
+        "done": 30, "total": 120, "message": "page 30 of 120", "at": now, "first_at": now - 60,
+        "first_done": 0, "attempt": 1}))
+    body = page(web, "/running")
+    assert f'<tr data-task="{job.task_id}">' in body
+    assert '<progress max="1" value="0.25">' in body and "page 30 of 120" in body
+    feed = web.get("/api/running").get_json()
+    assert feed["actions"] is True
+    (row,) = feed["tasks"]
+    assert (row["id"], row["worker"], row["attempt"], row["fraction"]) == (
+        job.task_id, "host-a_7", 1, 0.25)
+
+
+def test_errors_are_filtered_by_type_code_queue_and_date_with_counts_per_type(web, conn):
+    Queue.named("e1").enqueue({})
+    Queue.named("e1").enqueue({})
+    Worker("e1", callback=failing, fork=False, max_loops=2, timeout=0.2).run()
+    Queue.named("e2").enqueue({})
+    Worker("e2", callback=lambda job, queue: 1 / 0, fork=False, max_loops=1, timeout=0.2).run()
+    body = page(web, "/errors")
+    assert re.search(r'data-type="KeyError"><td><a [^>]*>KeyError</a></td><td class="num">2',
+                     body)
+    assert re.search(r'data-type="ZeroDivisionError"><td><a [^>]*>ZeroDivisionError</a></td>'
+                     r'<td class="num">1', body)
+    only = page(web, "/errors?type=ZeroDivisionError")
+    assert only.count('<tr data-type="ZeroDivisionError">') == 2  # its count row, its row
+    assert 'data-type="KeyError"' not in only
+    by_queue = page(web, "/errors?queue=e1")
+    assert 'data-type="ZeroDivisionError"' not in by_queue
+    today = time.strftime("%Y-%m-%d", time.gmtime())
+    assert "KeyError" in page(web, f"/errors?since={today}&until={today}")
+    assert "no stored error matches" in page(web, "/errors?until=2001-01-01")
+    assert "no stored error matches" in page(web, "/errors?code=E42")
+
+
+def test_the_workers_page_lists_a_live_worker(web, conn, workers):
+    workers.start("--queues=wq")
+    body = ""
+
+    def listed():
+        nonlocal body
+        body = page(web, "/workers")
+        return "data-worker=" in body
+    from helpers import wait_for
+    wait_for(listed, timeout=20)
+    assert "wq" in body
+
+
+def test_an_action_asks_for_the_token_once_then_acts(web, conn):
+    job = Queue.named("a").enqueue({})
+    wrong = act(web, "cancel", token="nöpe", task=job.task_id)
+    assert wrong.status_code == 403 and "wrong token" in wrong.get_data(as_text=True)
+    assert job.status.hget() == "pending"
+    done = act(web, "cancel", task=job.task_id)
+    assert done.status_code == 302
+    assert job.status.hget() == "canceled"
+    assert "canceled" in page(web, "/")  # the flash message
+    second = page(web, f"/confirm/requeue?task={job.task_id}")
+    assert 'name="token"' not in second  # this session gave it already
+    assert act(web, "requeue", task=job.task_id).status_code == 302
+    assert job.status.hget() == "pending"
+
+
+def test_an_action_without_the_sessions_csrf_token_is_refused(web, conn):
+    job = Queue.named("a").enqueue({})
+    page(web, f"/confirm/cancel?task={job.task_id}")
+    for form in ({"task": job.task_id, "token": TOKEN},
+                 {"task": job.task_id, "token": TOKEN, "csrf": "forged"},
+                 {"task": job.task_id, "token": "é", "csrf": "forgé"}):
+        response = web.post("/act/cancel", data=form)
+        assert response.status_code == 400
+        assert "came from another site" in response.get_data(as_text=True)
+    assert job.status.hget() == "pending"
+
+
+def test_another_sessions_csrf_token_does_not_do(conn):
+    app = create_app(WebSettings(token=TOKEN))
+    mine, theirs = app.test_client(), app.test_client()
+    job = Queue.named("a").enqueue({})
+    token_of_theirs = csrf(page(theirs, f"/confirm/cancel?task={job.task_id}"))
+    page(mine, f"/confirm/cancel?task={job.task_id}")
+    response = mine.post("/act/cancel", data={"task": job.task_id, "token": TOKEN,
+                                              "csrf": token_of_theirs})
+    assert response.status_code == 400
+    assert job.status.hget() == "pending"
+
+
+@pytest.mark.parametrize("settings", [WebSettings(token=TOKEN, read_only=True), WebSettings()],
+                         ids=["read-only", "no-token"])
+def test_without_actions_no_page_offers_one_and_none_is_done(conn, settings):
+    client = create_app(settings).test_client()
+    failed = Queue.named("ro").enqueue({})
+    Worker("ro", callback=failing, fork=False, max_loops=1, timeout=0.2).run()
+    job = Queue.named("ro").enqueue({})
+    for path in ("/", "/running", "/queues/ro?status=pending", "/queues/ro?status=failed",
+                 f"/tasks/{job.task_id}", f"/tasks/{failed.task_id}"):
+        assert not re.search(r'class="action( danger)?"', page(client, path))
+    assert "read-only" in page(client, "/")
+    page(client, f"/confirm/delete?task={job.task_id}", status=403)
+    response = client.post("/act/delete", data={"task": job.task_id, "token": TOKEN})
+    assert response.status_code == 403
+    assert job.status.hget() == "pending"
+
+
+def test_delete_kick_purge_and_requeue_failed(web, conn):
+    queue = Queue.named("ops")
+    first = queue.enqueue({})
+    queue.enqueue({})
+    assert act(web, "delete", task=first.task_id).status_code == 302
+    assert conn.exists(first.key) == 0
+    Worker("ops", callback=failing, fork=False, max_loops=1, timeout=0.2).run()
+    assert queue.counts()["failed"] == 1
+    assert act(web, "requeue-failed", queue="ops").status_code == 302
+    assert queue.counts()["pending"] == 1
+    reservation, _ = Queue.scripts().reserve(["ops"], "host_1", time.time())
+    assert Job.load(reservation.task_id).bury("poisoned", listener_id="host_1")
+    assert queue.counts()["buried"] == 1
+    assert act(web, "kick", queue="ops", count=5).status_code == 302
+    assert queue.counts()["buried"] == 0 and queue.counts()["pending"] == 1
+    for _ in range(3):
+        queue.enqueue({})
+    assert act(web, "purge", queue="ops", status="pending").status_code == 302
+    assert queue.counts()["pending"] == 0
+    purge_running = web.get("/confirm/purge?queue=ops&status=started")
+    assert purge_running.status_code == 400
+    assert "cannot purge status 'started'" in html.unescape(purge_running.get_data(as_text=True))
+
+
+def test_every_value_from_redis_is_escaped(web, conn):
+    job = Queue.named("x").enqueue({"note": SCRIPT})
+    conn.hset(job.key, "extra<b>", SCRIPT)
+    for path in (f"/tasks/{job.task_id}", "/queues/x?status=pending", "/"):
+        body = page(web, path)
+        assert SCRIPT not in body
+        assert "<b>" not in body
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page(web, f"/tasks/{job.task_id}")
+
+
+def test_every_page_carries_a_strict_content_security_policy(web, conn):
+    response = web.get("/")
+    policy = response.headers["Content-Security-Policy"]
+    assert "script-src 'self'" in policy and "unsafe-inline" not in policy
+    assert "frame-ancestors 'none'" in policy
+    assert response.headers["X-Frame-Options"] == "DENY"
+    assert response.headers["X-Content-Type-Options"] == "nosniff"
+    assert "<script>" not in response.get_data(as_text=True)  # no inline script
+
+
+def test_a_localhost_dashboard_refuses_other_host_names(conn):
+    client = create_app(WebSettings(), host="127.0.0.1").test_client()
+    assert client.get("/", headers={"Host": "localhost:8080"}).status_code == 200
+    assert client.get("/", headers={"Host": "127.0.0.1:8080"}).status_code == 200
+    assert client.get("/", headers={"Host": "attacker.example"}).status_code == 400
+    open_client = create_app(WebSettings(), host="0.0.0.0").test_client()
+    assert open_client.get("/", headers={"Host": "queue.internal"}).status_code == 200
+
+
+@pytest.mark.parametrize(("path", "status", "message"), [
+    ("/queues/bad%20name", 400, "invalid queue name"),
+    ("/queues/q?status=nope", 400, "unknown status"),
+    ("/queues/q?page=0", 400, "invalid page"),
+    ("/tasks/nope", 404, "nope"),
+    ("/errors?since=yesterday", 400, "invalid date"),
+    ("/errors?since=2026-02-02&until=2026-01-01", 400, "is after"),
+    ("/confirm/explode?task=x", 404, "no such page"),
+    ("/confirm/kick?queue=q&count=lots", 400, "invalid count"),
+    ("/nowhere", 404, "no such page"),
+])
+def test_bad_addresses_get_a_page_naming_the_problem(web, conn, path, status, message):
+    body = page(web, path, status=status)
+    assert message in html.unescape(body)
+    assert "Traceback" not in body
+
+
+def test_next_pages_stay_on_the_dashboard(web, conn):
+    job = Queue.named("n").enqueue({})
+    body = page(web, f"/confirm/cancel?task={job.task_id}&next=https://evil.example/")
+    assert 'name="next" value="/"' in body
+    response = web.post("/act/cancel", data={"task": job.task_id, "token": TOKEN,
+                                             "csrf": csrf(body), "next": "//evil.example"})
+    assert response.headers["Location"] == "/"
+
+
+def test_redis_out_of_reach_is_a_503_page(redis_url, conn):
+    from limpyd_blueque import use_redis
+    from limpyd_blueque.connection.embedded import EmbeddedRedis
+
+    client = create_app(WebSettings()).test_client()
+    try:
+        with EmbeddedRedis() as server:
+            use_redis(server.url)
+        body = page(client, "/", status=503)
+        assert "cannot reach Redis" in body
+    finally:
+        use_redis(redis_url)
