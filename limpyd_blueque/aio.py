@@ -33,7 +33,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from .connection.clients import bulk_limit, maybe_too_large, refuse_too_large
+from .connection.clients import bulk_limit, check_database, maybe_too_large, refuse_too_large
 from .connection.errors import CLUSTER_SCHEME, mask_secrets, unreachable
 from .exceptions import (
     ConfigurationError,
@@ -76,7 +76,9 @@ def connect(url: str, **options: Any) -> aioredis.Redis:
     command retried behind the library's back, and a pool of at most `max_connections`
     (50) connections that many coroutines wait on (up to `timeout`, 20 s) rather than
     fail. `options` go to the connections (`redis.asyncio.BlockingConnectionPool`).
-    Closing the client closes its pool."""
+    Closing the client closes its pool. A URL whose database is not a whole number is
+    refused (see `connection.clients.check_database`)."""
+    check_database(url)
     if url.lower().startswith(CLUSTER_SCHEME):  # the cluster key mode (see keys.rst)
         try:
             cluster: aioredis.Redis = AsyncRedisCluster.from_url(  # type: ignore[assignment]

@@ -26,6 +26,7 @@ from .protocol.liveness import (
 )
 from .protocol.scripts import NEVER_EXPIRES
 from .protocol.statuses import Status
+from .protocol.values import check_task_id
 
 if TYPE_CHECKING:
     from redis.client import PubSub
@@ -53,9 +54,16 @@ class Client:
     def get_task(self, task_id: str) -> TaskData:
         """A read-only snapshot of a task. As the reference does, an unknown id (a task
         never made, or deleted) gives a task whose fields are all None; the models'
-        `Job.data()` raises `TaskNotFound` instead."""
+        `Job.data()` raises `TaskNotFound` instead.
+
+        Unlike the reference, which reads whatever it is given, it raises `InvalidName` for
+        an id that breaks the task id rule (`values.check_task_id`: None, a number...), and
+        `ProtocolError` for a task hash whose numbers do not read as numbers (see
+        `TaskData.from_hash`); nothing is written.
+        """
+        job = self.job_model.lazy_connect(check_task_id(task_id))
         try:
-            return self.job_model.lazy_connect(task_id).data()
+            return job.data()
         except TaskNotFound:
             return TaskData.from_hash(task_id, {})
 

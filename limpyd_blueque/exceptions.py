@@ -116,6 +116,18 @@ class QuarantinedTask(ProtocolError):
         self.problem = problem
 
 
+class MisfitKeySetAside(ProtocolError):
+    """A structure of a queue held another type of value: it was moved aside, under a name
+    of its own, so that the queue goes on (an operator reads it there)."""
+
+    code = "set_aside"
+
+    def __init__(self, key: str, found: str, kind: str, aside: str) -> None:
+        super().__init__(f"{key!a} held a {found}, not a {kind}: moved aside to {aside!a} "
+                         "so that its queue goes on")
+        self.key, self.found, self.kind, self.aside = key, found, kind, aside
+
+
 class RedisFull(LimpydBluequeError, OutOfMemoryError):
     """Redis refused a write because its memory is full (`maxmemory` reached); the message
     names the server. Also redis-py's `OutOfMemoryError`, which it replaces."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import redis
 from limpyd.contrib.database import PipelineDatabase
@@ -89,6 +90,27 @@ def lean_connection_options() -> dict[str, Any]:
     return options
 
 
+def check_database(url: str) -> str:
+    """`url` if the database it names, by its path or its `db` option, is a whole number of
+    0 or more (or it names none); else `ConfigurationError` naming the URL, its password
+    masked. redis-py would silently take database 0 for a path it cannot read (`/abc`,
+    `/1.5`) and database 12 for `/1/2`. The path of a `unix://` URL is its socket's; a
+    sentinel URL is checked by `sentinel.parse`."""
+    try:
+        parts = urlsplit(url)
+        texts = parse_qs(parts.query).get("db", [])
+    except ValueError:
+        return url  # not a URL at all: redis-py says why when it connects
+    if f"{parts.scheme.lower()}:" in ("redis:", "rediss:", CLUSTER_SCHEME):
+        path = unquote(parts.path).strip("/")
+        texts = [path, *texts] if path else texts
+    for text in texts:
+        if not (text.isascii() and text.isdigit()):
+            raise ConfigurationError(f"invalid Redis URL {mask_secrets(url)!r}: its database "
+                                     f"{text!r} is not a whole number of 0 or more")
+    return url
+
+
 class BluequeDatabase(PipelineDatabase):
     """A limpyd database made from a Redis URL, holding its own connection.
 
@@ -98,6 +120,7 @@ class BluequeDatabase(PipelineDatabase):
 
     def __init__(self, url: str = DEFAULT_URL, *, cluster: bool = False,
                  **client_options: object) -> None:
+        check_database(url)  # before any connection: a wrong one may hold other data
         #: the cluster key mode (see `keys.KeySpace.tag`): `cluster=True`, or a
         #: `redis+cluster://` URL
         self.cluster = cluster or url.lower().startswith(CLUSTER_SCHEME)

@@ -43,23 +43,25 @@ class Error(BluequeModel):
     attempt = fields.InstanceHashField()
 
     @classmethod
-    def error_values(cls, queue_name: str, job: Job, error: BaseException,
+    def error_values(cls, queue_name: str, job: Job | None, error: BaseException,
                      when: datetime | None = None, trace: str | None = None,
                      **additional_fields: Any) -> dict[str, str]:
-        """The fields of the `Error` record of `error`, raised by `job` of `queue_name`."""
+        """The fields of the `Error` record of `error`, raised by `job` of `queue_name`
+        (None: met by the queue itself, no task's; its `job_pk` is then empty)."""
         when = when or datetime.now(timezone.utc)
         values = {
             "queue_name": queue_name,
-            "job_pk": job.task_id,
+            "job_pk": job.task_id if job is not None else "",
             # read from the hash only when the job has no reservation (its fields known)
-            "identifier": (job.known.get("identifier") if job.task is not None
-                           else job.identifier.hget()) or "",
+            "identifier": "" if job is None else (
+                job.known.get("identifier") if job.task is not None
+                else job.identifier.hget()) or "",
             "date": when.strftime("%Y-%m-%d"),
             "time": when.strftime("%H:%M:%S.%f"),
             "timestamp": repr(when.timestamp()),
             "type": type(error).__name__,
             "message": str(error),
-            "attempt": job.known.get("attempt", ""),
+            "attempt": job.known.get("attempt", "") if job is not None else "",
         }
         code = getattr(error, "code", None)
         if code is not None:
@@ -79,6 +81,14 @@ class Error(BluequeModel):
         (`-1` or None: kept forever). Two round trips: see `add_errors`.
         """
         values = cls.error_values(queue_name, job, error, when, trace, **additional_fields)
+        return cls.lazy_connect(cls.add_errors([values], ttls=[ttl])[0])
+
+    @classmethod
+    def add_queue_error(cls, queue_name: str, error: BaseException,
+                        ttl: float | None = None) -> Error:
+        """Store `error`, met by the queue `queue_name` itself rather than by one of its
+        tasks (its `job_pk` is empty); see `add_error`."""
+        values = cls.error_values(queue_name, None, error)
         return cls.lazy_connect(cls.add_errors([values], ttls=[ttl])[0])
 
     @classmethod

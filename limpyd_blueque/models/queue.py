@@ -30,7 +30,7 @@ from .base import (
     WireSortedSetField,
 )
 from .job import Job
-from .producing import enqueue_tasks
+from .producing import enqueue_one, enqueue_tasks
 from .task import TaskData
 
 #: most entries one script of `truncate` or `drop` takes
@@ -136,8 +136,7 @@ class Queue(BluequeModel):
         * any other keyword: a field of the job model (`ttr`, `max_attempts`,
           `max_run_time`, `cancel_on_error`, or a subclass's own).
         """
-        return self.enqueue_many([parameters], task_ids=None if task_id is None else [task_id],
-                                 **options)[0]
+        return enqueue_one(self.job_model, self._queue_name(), parameters, task_id, options)
 
     def enqueue_many(self, parameters: Sequence[Any], *, task_ids: Sequence[str] | None = None,
                      chunk: int = 1000, options: Sequence[Mapping[str, Any]] | None = None,
@@ -153,8 +152,14 @@ class Queue(BluequeModel):
         others were written, `PartiallyEnqueued` carries their ids. Returns the `Job` of
         each task, in order (for an identifier that was waiting already, its task).
         """
-        return enqueue_tasks(self.job_model, self.pk.get(), parameters, task_ids=task_ids,
+        return enqueue_tasks(self.job_model, self._queue_name(), parameters, task_ids=task_ids,
                              chunk=chunk, options=options, common=common)
+
+    def _queue_name(self) -> str:
+        """This queue's name: its pk, read without building the pk field when it is
+        known (a queue is mostly made by `named`, with its pk, to enqueue)."""
+        name = shims.cached_pk(self)
+        return self.pk.get() if name is None else name
 
     def schedule(self, parameters: Any, eta: float | datetime, *,
                  task_id: str | None = None, **options: Any) -> Job:
@@ -218,6 +223,17 @@ class Queue(BluequeModel):
         """`reserve_from` this queue alone: its next pending task, or None."""
         job, _ = self.reserve_from([self.pk.get()], listener_id, pid=pid, ttr=ttr)
         return job
+
+    def set_aside(self, key: str, kind: str, listener_id: str) -> tuple[str, str] | None:
+        """Move aside a structure of this queue that a reserve step by `listener_id` found
+        holding another type of value than `kind` (`scripts.PassedOver.misfits`), so that
+        the queue goes on: `(the type it held, the name it was moved to)`, or None when
+        the key is missing or of its type by now. Only a key of this queue's own
+        structures, with its own type, is moved (else `ConfigurationError`)."""
+        name = self.pk.get()
+        if (key, kind) not in self.keys().queue_structures(name, listener_id):
+            raise ConfigurationError(f"{key!a} is not a {kind} of queue {name!r}")
+        return self.scripts().set_aside(key, kind, time.time())
 
     @classmethod
     def wake_channels(cls, names: Sequence[str]) -> list[str]:

@@ -21,7 +21,7 @@ from ..protocol.keys import check_listener_id
 from ..protocol.options import DEFAULT_RETENTION, Retention, eta_of
 from ..protocol.scripts import Reservation, StepResult
 from ..protocol.statuses import Status
-from ..protocol.values import MAX_SECONDS, check_number, encode
+from ..protocol.values import MAX_SECONDS, TASK_ID_MAX, check_number, encode, printable
 from .base import BluequeModel, ProtocolField, TaskIdField
 from .indexes import WireIndex, flatten, status_sources, temporary_key
 
@@ -69,21 +69,46 @@ class TaskData:
 
     @classmethod
     def from_hash(cls, task_id: str, data: Mapping[str, str]) -> TaskData:
-        def number(name: str, kind: type) -> Any:
-            value = data.get(name)
-            if value in (None, ""):
-                return None
-            return kind(float(value))  # "12.0" is an int field written as a float
+        """The snapshot of the task hash `data` (as HGETALL gives it).
+
+        Raises `ProtocolError`, naming the task, the field and its value, when `created`,
+        `updated` or `eta` is not a number, or `pid` or `attempt` not a whole number: the
+        hash is input from any client of the server. An empty field is an unset one.
+        """
+        def number(name: str, whole: bool) -> Any:
+            text = data.get(name)
+            return _number_field(task_id, name, text, whole) if text else None
 
         known = set(cls.BLUEQUE_FIELDS) | {"attempt"}
         return cls(
             id=task_id, status=data.get("status"), queue=data.get("queue"),
             parameters=data.get("parameters"), result=data.get("result"),
-            error=data.get("error"), node=data.get("node"), pid=number("pid", int),
-            created=number("created", float), updated=number("updated", float),
-            eta=number("eta", float), attempt=number("attempt", int) or 0,
+            error=data.get("error"), node=data.get("node"), pid=number("pid", True),
+            created=number("created", False), updated=number("updated", False),
+            eta=number("eta", False), attempt=number("attempt", True) or 0,
             extra={k: v for k, v in data.items() if k not in known},
         )
+
+
+def _number_field(task_id: str, name: str, text: str, whole: bool) -> float:
+    """The number field `name` of a task hash, read from `text`: a whole number (an `int`)
+    when `whole`, and "12.0" is one, written as a float. `ProtocolError` otherwise."""
+    try:
+        value = float(text)
+    except ValueError:
+        pass
+    else:
+        if not whole:
+            return value
+        if value.is_integer():  # NaN and the infinities are not
+            return int(value)
+    raise ProtocolError(f"task '{_clipped(task_id, TASK_ID_MAX)}' has a corrupt {name} field: "
+                        f"'{_clipped(text)}' is not {'a whole number' if whole else 'a number'}")
+
+
+def _clipped(text: str, limit: int = 80) -> str:
+    """`text` fit for a message: escaped (`printable`), its first `limit` characters."""
+    return printable(text[:limit]) + ("..." if len(text) > limit else "")
 
 
 class Task(BluequeModel):

@@ -110,6 +110,22 @@ class KeySpace:
             return task_id
         return self.tag(queue) + task_id
 
+    def queue_structures(self, queue: str, listener_id: str) -> list[tuple[str, str]]:
+        """The keys of a queue's own structures that a reserve step by `listener_id` finds
+        of their type (see lua/reserve.lua), each with that type."""
+        return [(self.pending(queue), "list"), (self.reserved(queue, listener_id), "list"),
+                (self.leases(queue), "zset"), (self.started(queue), "set"),
+                (self.queue_settings(queue), "hash"), (self.failed(queue), "list"),
+                (self.prioritized(queue), "zset"), (self.identifiers(queue), "hash"),
+                (self.expiry(queue), "zset"), (self.expired(queue), "list"),
+                (self.statistics(queue), "hash"), (self.utubes(queue), "hash"),
+                (self.utube_waiting(queue), "zset")]
+
+    def set_aside(self, key: str, stamp: float) -> str:
+        """The name a key of another type is moved to, out of the way of its queue:
+        `<key>:set_aside:<stamp>` (in the cluster key mode, in its queue's slot still)."""
+        return f"{key}:set_aside:{stamp:.6f}"
+
     # -- Blueque wire keys -------------------------------------------------------------
     def _wire(self, *parts: str) -> str:
         return "_".join((self.prefix, *parts))

@@ -8,6 +8,7 @@ the keys (from `keys.KeySpace`) and decodes the reply. Nothing else calls Lua.
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ from typing import Any, Callable, Generic, NamedTuple, TypeVar
 
 import redis
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError
+from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ..connection.errors import describe, reaching, translate
@@ -30,7 +31,7 @@ SCRIPT_NAMES = (
     "enqueue", "enqueue_options", "enqueue_due", "reserve", "start", "finish", "delete",
     "add_listener", "remove_listener", "materialize", "requeue", "renew", "recover",
     "tidy", "terms", "cancel", "retry", "tick", "bury", "touch", "kick", "expire_due", "empty",
-    "report", "stall",
+    "report", "stall", "set_aside",
 )
 
 #: shared Lua functions, prepended to the scripts that use them
@@ -52,14 +53,56 @@ SHARED = {
 
 
 def _load(name: str) -> str:
+    """The source of script `name`: its file, after the shared definitions it uses (see
+    `SHARED` and `_shaken`), with the bounds of `statistics` written in."""
     folder = resources.files(__package__).joinpath("lua")
     source = folder.joinpath(f"{name}.lua").read_text()
-    for shared, users in SHARED.items():
-        if name in users:
-            source = folder.joinpath(f"{shared}.lua").read_text() + source
+    shared = [folder.joinpath(f"{shared}.lua").read_text()
+              for shared, users in reversed(SHARED.items()) if name in users]
     bounds = ", ".join(f"{bound:g}" for bound in DURATION_BOUNDS)
-    return (source.replace("{DURATION_BOUNDS}", "{" + bounds + "}")
+    return (_shaken(shared, source).replace("{DURATION_BOUNDS}", "{" + bounds + "}")
             .replace("{THROUGHPUT_TTL}", str(THROUGHPUT_TTL)))
+
+
+#: a top-level definition of a shared file: `local function name(...)` or `local NAME = ...`
+_DEFINITION = re.compile(r"local (?:function )?([A-Za-z_]\w*)")
+_WORD = re.compile(r"[A-Za-z_]\w*")
+
+
+def _shaken(shared: Sequence[str], body: str) -> str:
+    """`body` after the definitions of the `shared` files (in their order) that it uses,
+    directly or through another: Redis runs a script's whole text at every call, and
+    making a function it never calls costs time at each one."""
+    definitions: list[tuple[str, str]] = []  # (name, text with the comments above it)
+    for text in shared:
+        lines = text.splitlines(keepends=True)
+        starts = []  # (line where a definition's text begins, its name)
+        for number, line in enumerate(lines):
+            match = _DEFINITION.match(line)
+            if match:
+                first = number
+                while first > 0 and lines[first - 1].startswith("--"):
+                    first -= 1
+                starts.append((first, match[1]))
+        ends = [first for first, _ in starts[1:]] + [len(lines)]
+        definitions += [(defined, "".join(lines[first:end]))
+                        for (first, defined), end in zip(starts, ends)]
+    needed: set[str] = set()
+    words = set(_WORD.findall(body))
+    while True:
+        more = {defined for defined, _ in definitions if defined in words} - needed
+        if not more:
+            break
+        needed |= more
+        for defined, text in definitions:
+            if defined in more:
+                words |= set(_WORD.findall(text))
+    return "".join(text for defined, text in definitions if defined in needed) + body
+
+
+def _quads(flat: Sequence[Any]) -> list[tuple[Any, ...]]:
+    """A flat reply read four by four."""
+    return [tuple(flat[index:index + 4]) for index in range(0, len(flat), 4)]
 
 
 def _str(value: object) -> str:
@@ -172,6 +215,8 @@ class PassedOver:
     broken: dict[str, str]
     more: bool
     expired: list[str] = field(default_factory=list)  # past their ttl: expired, not run
+    #: for each broken queue, its key of another type and the type it must hold
+    misfits: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return bool(self.dropped or self.quarantined or self.broken or self.more
@@ -263,10 +308,21 @@ class ScriptRunner:
                 pipe.execute()
 
     def _run(self, name: str, keys: Sequence[str], args: Iterable[object]) -> Any:
+        """Run script `name` and return its reply; its refusals as this library's errors.
+
+        EVALSHA is called here rather than through redis-py's `Script.__call__`, which
+        spends more on the client than the command itself (an import at each call); a
+        server that forgot the script (NOSCRIPT) gets it again, as redis-py would do."""
         # Any: a script's reply is whatever its Lua returns (numbers, text, nested lists);
         # each step below reads it as its script's header describes
+        script = self._scripts[name]
+        argv = [_str(a) for a in args]
         try:
-            return self._scripts[name](keys=list(keys), args=[_str(a) for a in args])
+            try:
+                return self.client.evalsha(script.sha, len(keys), *keys, *argv)
+            except NoScriptError:
+                script.sha = self.client.script_load(script.script)
+                return self.client.evalsha(script.sha, len(keys), *keys, *argv)
         except ResponseError as error:
             raise refusal(name, error, describe(self.client)) from None
         except (RedisConnectionError, RedisTimeoutError):
@@ -303,11 +359,46 @@ class Plan(Generic[T]):
     read: Callable[[Any], T]
 
 
+#: the most queues a `Planner` keeps the enqueue keys of
+ENQUEUE_BASES = 1024
+
+
 class Planner:
     """The plans of the steps a producer takes (enqueue, cancel), for one key space."""
 
     def __init__(self, keys: KeySpace) -> None:
         self.keys = keys
+        # the keys and wake-up channel of the enqueue step, by queue (see `_enqueue_base`)
+        self._enqueue_bases: dict[str, tuple[tuple[str, ...], str]] = {}
+
+    def _enqueue_base(self, queue: str) -> tuple[tuple[str, ...], str]:
+        """The keys every enqueue on `queue` takes, and its wake-up channel: built once per
+        queue (for the most recent queues: a producer sends to few), since a producer
+        sending tasks one at a time would build them for each."""
+        base = self._enqueue_bases.get(queue)
+        if base is None:
+            k = self.keys
+            base = ((k.queue_index(queue), k.pending(queue), k.queue_settings(queue),
+                     k.expiry(queue), k.statistics(queue)), k.wake_channel(queue))
+            if len(self._enqueue_bases) >= ENQUEUE_BASES:
+                self._enqueue_bases.clear()
+            self._enqueue_bases[queue] = base
+        return base
+
+    def plain_enqueue(self, queue: str, tasks: Sequence[tuple[str, str, TaskOptions]],
+                      now: float) -> tuple[list[str], list[str]] | None:
+        """The keys and arguments of the enqueue script (lua/enqueue.lua) making `tasks`,
+        when none has options (the common case, its own lighter script); else None."""
+        for _, _, options in tasks:
+            if options.packed:
+                return None
+        base, channel = self._enqueue_base(queue)
+        task = self.keys.task
+        keys = [*base, *[task(task_id) for task_id, _, _ in tasks]]
+        args = [queue, _str(now), channel]
+        for task_id, parameters, _ in tasks:
+            args += (task_id, parameters)
+        return keys, args
 
     def enqueue(self, queue: str, tasks: Sequence[tuple[str, str, TaskOptions]],
                 now: float) -> Plan[list[tuple[str, bool]]]:
@@ -316,17 +407,15 @@ class Planner:
         Its reply reads, per task, as the id of its task and whether it was created: a
         task whose identifier maps to a waiting task of the queue gives that task's id.
         """
+        plain = self.plain_enqueue(queue, tasks, now)
+        if plain is not None:
+            created = [(task_id, True) for task_id, _, _ in tasks]
+            return Plan("enqueue", plain[0], [*plain[1]], lambda reply: created)
         k = self.keys
         packed = [options.packed for _, _, options in tasks]
-        keys = [k.queue_index(queue), k.pending(queue), k.queue_settings(queue),
-                k.expiry(queue), k.statistics(queue)]
-        args: list[object] = [queue, now, k.wake_channel(queue)]
-        if not any(packed):  # the common case, its own lighter script
-            keys += [k.task(task_id) for task_id, _, _ in tasks]
-            for task_id, parameters, _ in tasks:
-                args += [task_id, parameters]
-            created = [(task_id, True) for task_id, _, _ in tasks]
-            return Plan("enqueue", keys, args, lambda reply: created)
+        base, channel = self._enqueue_base(queue)
+        keys = list(base)
+        args: list[object] = [queue, now, channel]
         keys += [k.prioritized(queue), k.scheduled(queue), k.identifiers(queue),
                  k.utubes(queue), k.utube_waiting(queue)]
         args += ["1", k.task_prefix, k.utube_lists(queue)]
@@ -609,7 +698,11 @@ class Scripts(ScriptRunner):
     def enqueue(self, queue: str, tasks: Sequence[tuple[str, str, TaskOptions]],
                 now: float) -> list[tuple[str, bool]]:
         """`Planner.enqueue`, run."""
-        return self._execute(self.plans.enqueue(queue, tasks, now))
+        plain = self.plans.plain_enqueue(queue, tasks, now)
+        if plain is None:
+            return self._execute(self.plans.enqueue(queue, tasks, now))
+        self._run("enqueue", *plain)
+        return [(task_id, True) for task_id, _, _ in tasks]
 
     def enqueue_due(self, queue: str, now: float, limit: int = 0) -> list[str]:
         """Move the due scheduled tasks of a queue to its pending list; return their ids.
@@ -658,8 +751,11 @@ class Scripts(ScriptRunner):
         passed = PassedOver(list(dropped),
                             {task_id: (queue, why) for queue, task_id, why
                              in zip(quarantined[::3], quarantined[1::3], quarantined[2::3])},
-                            {queues[int(i) - 1]: why for i, why in zip(broken[::2], broken[1::2])},
-                            bool(int(more)), list(expired))
+                            {queues[int(i) - 1]: f"{key or '?'} holds a {found}"
+                             for i, key, found, _ in _quads(broken)},
+                            bool(int(more)), list(expired),
+                            {queues[int(i) - 1]: (key, kind) for i, key, _, kind
+                             in _quads(broken) if key})
         if not int(index):
             return None, passed
         return Reservation.from_reply(task_id, queues[int(index) - 1], flat,
@@ -677,7 +773,8 @@ class Scripts(ScriptRunner):
             passed = PassedOver(passed.dropped + more.dropped,
                                 {**passed.quarantined, **more.quarantined},
                                 {**passed.broken, **more.broken}, passed.more or more.more,
-                                passed.expired + more.expired)
+                                passed.expired + more.expired,
+                                {**passed.misfits, **more.misfits})
             if reservation is not None:
                 return reservation, passed
         return None, passed
@@ -689,6 +786,14 @@ class Scripts(ScriptRunner):
         reply = self._run("start", [k.task(task_id), k.started(queue)],
                           [task_id, listener_id, pid, now, attempt, pstart])
         return StepResult.from_reply(reply)
+
+    def set_aside(self, key: str, kind: str, now: float) -> tuple[str, str] | None:
+        """Move `key`, found holding another type than `kind`, aside (see
+        lua/set_aside.lua): `(the type it held, its new name)`, or None when it is missing
+        or of its type by now."""
+        aside = self.keys.set_aside(key, now)
+        found = self._run("set_aside", [key, aside], [kind])
+        return (found, aside) if found else None
 
     def _finishing_keys(self, queue: str, now: float) -> list[str]:
         """The keys a step needs to file a task as canceled, kept for its retention."""

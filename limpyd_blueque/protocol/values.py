@@ -22,6 +22,11 @@ MAX_COUNT = 2**53 - 1
 MAX_TIMESTAMP = 253402300799
 
 
+#: the JSON encoder of `encode` (compact, no NaN), made once: `json.dumps` with these
+#: options would make one per call
+_JSON = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+
+
 def encode(value: Any, what: str = "parameters") -> str:
     """Return the string to store for `value`.
 
@@ -39,7 +44,7 @@ def encode(value: Any, what: str = "parameters") -> str:
             f"task {what} cannot be bytes: decode them to str, or pass a JSON-serializable value"
         )
     try:
-        return json.dumps(value, separators=(",", ":"), allow_nan=False)
+        return _JSON.encode(value)
     except RecursionError:
         problem = "nested too deeply"
     except (TypeError, ValueError) as error:
@@ -106,8 +111,10 @@ def check_task_id(task_id: object) -> str:
     no control or format character, no lone surrogate, so always valid UTF-8) and none
     of them whitespace. Letters, digits, punctuation and symbols of any script are fine.
     """
-    if (isinstance(task_id, str) and 0 < len(task_id) <= TASK_ID_MAX
-            and task_id.isprintable() and " " not in task_id):
+    if not isinstance(task_id, str):
+        raise InvalidName(f"invalid task id {shown(task_id)}: a task id is a str, not "
+                          f"{type(task_id).__name__}")
+    if 0 < len(task_id) <= TASK_ID_MAX and task_id.isprintable() and " " not in task_id:
         return task_id
     raise InvalidName(f"invalid task id {shown(task_id)}: use 1 to {TASK_ID_MAX} printable "
                       "characters, without whitespace")

@@ -222,6 +222,29 @@ def test_error_lines_never_show_the_password(secret_redis, command, url, options
         assert len(result.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("command, options, prog, database", first_only(
+    [(WORKER, ["--queues=q", "--max-duration=5"], "blueque-worker", "abc"),
+     (ADMIN, ["clean"], "blueque", "abc"),
+     (WORKER, ["--queues=q", "--max-duration=5"], "blueque-worker", "-1"),
+     (WORKER, ["--queues=q", "--max-duration=5"], "blueque-worker", "1.5"),
+     (WORKER, ["--queues=q", "--max-duration=5"], "blueque-worker", "1/2")],
+    ids=["blueque-worker", "blueque", "negative", "decimal", "two-parts"]))
+def test_a_database_that_is_not_a_whole_number_is_one_line_and_nothing_is_written(
+        secret_redis, command, options, prog, database):
+    """redis-py would take database 0 for a path it cannot read (`/abc`, `/1.5`) and
+    database 12 for `/1/2`: the commands refuse such a URL before any connection."""
+    raw = redis.Redis.from_url(secret_redis.url)
+    raw.flushall()
+    url = f"redis://:{PASSWORD}@127.0.0.1:{secret_redis.port}/{database}"
+    result = run(command, f"--redis-url={url}", *options)
+    masked = f"redis://:***@127.0.0.1:{secret_redis.port}/{database}"
+    line = assert_one_line(result, 2, f"{prog}: error: invalid Redis URL {masked!r}: its "
+                           f"database {database!r} is not a whole number of 0 or more")
+    assert line.startswith(f"{prog}: error: ")
+    assert_no_secret(result.stdout, result.stderr)
+    assert raw.info("keyspace") == {}
+
+
 def command_lines(pid):
     """The command line, as `ps` shows it, of `pid` and of each of its children."""
     process = psutil.Process(pid)

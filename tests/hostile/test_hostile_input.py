@@ -13,6 +13,7 @@ from helpers import fill_until_full
 
 from limpyd_blueque import (
     BluequeDatabase,
+    BluequeModel,
     Client,
     ConfigurationError,
     InvalidName,
@@ -20,6 +21,8 @@ from limpyd_blueque import (
     Queue,
     TaskExists,
     Worker,
+    aio,
+    use_redis,
 )
 from limpyd_blueque.cli.worker_script import WorkerConfig
 from limpyd_blueque.connection.embedded import EmbeddedRedis
@@ -289,6 +292,43 @@ def test_a_database_index_out_of_range_is_a_configuration_error(redis_url):
     url = redis_url.rsplit("/", 1)[0] + "/99"
     with pytest.raises(ConfigurationError, match="/99 has no such database: DB index is out"):
         BluequeDatabase(url).ping()
+
+
+# port 1: nothing listens there, so a refusal shows that no connection was tried
+NOT_A_DATABASE = [
+    ("redis://:{pw}@127.0.0.1:1/abc", "abc"),
+    ("redis://:{pw}@127.0.0.1:1/-1", "-1"),
+    ("redis://:{pw}@127.0.0.1:1/1.5", "1.5"),
+    ("redis://:{pw}@127.0.0.1:1/1/2", "1/2"),  # redis-py reads it as database 12
+    ("redis://:{pw}@127.0.0.1:1/+3", "+3"),
+    ("rediss://:{pw}@127.0.0.1:1/%20", " "),
+    ("redis://:{pw}@127.0.0.1:1/0?db=-1", "-1"),
+    ("unix://:{pw}@/tmp/nowhere.sock?db=abc", "abc"),
+    ("redis+cluster://:{pw}@127.0.0.1:1/abc", "abc"),
+]
+ENTRY_POINTS = {"use_redis": use_redis, "BluequeDatabase": BluequeDatabase, "Client": Client,
+                "aio.connect": aio.connect}
+
+
+@pytest.mark.parametrize("entry", list(ENTRY_POINTS))
+@pytest.mark.parametrize("url, database_text", NOT_A_DATABASE)
+def test_a_url_whose_database_is_not_a_whole_number_is_refused_before_connecting(
+        entry, url, database_text):
+    """redis-py would take database 0 for a path it cannot read (`/abc`), silently."""
+    bound = BluequeModel.database
+    with pytest.raises(ConfigurationError) as error:
+        ENTRY_POINTS[entry](url.format(pw="s3cret-pw"))
+    assert str(error.value) == (f"invalid Redis URL {url.format(pw='***')!r}: its database "
+                                f"{database_text!r} is not a whole number of 0 or more")
+    assert BluequeModel.database is bound
+
+
+@pytest.mark.parametrize("url", ["redis://127.0.0.1:1", "redis://127.0.0.1:1/",
+                                 "redis://127.0.0.1:1/3", "redis://127.0.0.1:1/07/",
+                                 "redis://127.0.0.1:1/%33", "redis://127.0.0.1:1/0?db=5",
+                                 "unix:///tmp/nowhere.sock?db=2", "rediss://127.0.0.1:1/15"])
+def test_a_url_with_no_database_or_a_whole_number_is_taken(url):
+    BluequeDatabase(url)
 
 
 # -- what goes into log lines --------------------------------------------------------------------

@@ -337,3 +337,29 @@ def test_a_task_that_releases_or_buries_itself_is_not_completed_nor_skipped(queu
     assert released.status.hget() == "pending" and released.result.hget() is None
     assert any("buried by its own code" in line for line in logs)
     assert not any("skipped" in line for line in logs)
+
+
+def test_a_structure_of_another_type_is_set_aside_and_its_queue_goes_on(database, conn):
+    from limpyd_blueque import Error
+    from limpyd_blueque.exceptions import MisfitKeySetAside
+
+    queue = Queue.named("aside")
+    job = queue.enqueue("x")
+    conn.delete("blueque:leases:aside")
+    conn.set("blueque:leases:aside", "not a sorted set")
+    passed = []
+    assert Queue.reserve_from(["aside"], "host_1", pid=1, report=passed.append) == (None, None)
+    assert passed[0].broken == {"aside": "blueque:leases:aside holds a string"}
+    key, kind = passed[0].misfits["aside"]
+    assert (key, kind) == ("blueque:leases:aside", "zset")
+    with pytest.raises(ConfigurationError):
+        queue.set_aside("blueque_task_" + job.task_id, "hash", "host_1")  # not a structure
+    found, aside = queue.set_aside(key, kind, "host_1")
+    assert found == "string" and aside.startswith("blueque:leases:aside:set_aside:")
+    assert conn.get(aside) == "not a sorted set" and not conn.exists(key)
+    assert queue.set_aside(key, kind, "host_1") is None  # nothing left to move
+    taken, _ = Queue.reserve_from(["aside"], "host_1", pid=1)
+    assert taken.task_id == job.task_id  # the queue goes on
+    error = Error.add_queue_error("aside", MisfitKeySetAside(key, found, kind, aside))
+    assert error.job_pk.hget() == "" and error.type.hget() == "MisfitKeySetAside"
+    assert Error.collection(queue_name="aside", type="MisfitKeySetAside").instances()

@@ -24,7 +24,7 @@ def queue_keys(keys, queue):
         method = getattr(keys, name)
         extra = {"reserved": ("host_1",), "utube": ("customer-7",), "throughput": (29_000_000,),
                  "finished": ("complete",), "status_structure": ("failed",),
-                 "structures_of": ("pending",)}.get(name, ())
+                 "structures_of": ("pending",), "queue_structures": ("host_1",)}.get(name, ())
         result = method(queue, *extra)
         if isinstance(result, str):
             found.append(result)

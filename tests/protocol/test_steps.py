@@ -287,3 +287,18 @@ def test_a_task_written_by_another_client_loads_as_a_job(database, conn):
     data = job.data()
     assert (data.status, data.queue, data.parameters, data.created, data.pid) == (
         "pending", "jobs", "p", 1.5, None)
+
+
+@pytest.mark.parametrize("outcome", ["complete", "fail"])
+def test_a_task_whose_cancel_wins_the_race_keeps_no_result_nor_error(database, conn, outcome):
+    queue = Queue.named("race")
+    job = queue.enqueue("x")
+    taken, _ = Queue.reserve_from(["race"], LISTENER, pid=4242)
+    assert taken.task_id == job.task_id
+    assert job.cancel() is True  # asked while it runs: the holder is told
+    step = getattr(taken, outcome)
+    step('"its value"', listener_id=LISTENER, attempt=1)
+    fields = conn.hgetall(f"blueque_task_{job.task_id}")
+    assert fields["status"] == "canceled"
+    assert "result" not in fields and "error" not in fields
+    assert job.task_id in conn.lrange("blueque:canceled:race", 0, -1)

@@ -8,6 +8,7 @@ import threading
 import time
 
 import pytest
+import redis
 from helpers import alive, dead_pid, kill, kill_task_processes, start_worker, wait_for
 from jobs import RecordingJob, events
 
@@ -397,17 +398,35 @@ def test_a_queue_lease_shorter_than_the_worker_heartbeat_is_renewed_in_time(work
     assert job.attempt.hget() == "1"
 
 
-def test_non_numeric_lease_fields_count_as_unset_and_break_nothing(database, conn):
+def test_non_numeric_lease_fields_written_on_a_running_task_count_as_unset(database, conn):
     queue = Queue.named("q")
     job = queue.enqueue("x")
-    job.ttr.hset("60s")
-    job.max_attempts.hset("five")
     now = time.time()
     queue.reserve("gone.host_1", pid=3, ttr=0.1)
+    job.ttr.hset("60s")
+    job.max_attempts.hset("five")
     assert conn.zscore("blueque:leases:q", job.pk.get()) == pytest.approx(now + 0.1, abs=1)
     time.sleep(0.2)
     assert light_clean(Queue, max_attempts=None) == {job.pk.get(): "pending"}
     assert job.status.hget() == "pending"
+
+
+@pytest.mark.parametrize("field, value", [("ttr", "60s"), ("max_attempts", "five"),
+                                          ("max_run_time", "abc"), ("eta", "abc")])
+def test_a_waiting_task_whose_number_field_does_not_parse_is_quarantined(database, conn,
+                                                                          field, value):
+    queue = Queue.named("q")
+    job = queue.enqueue("x")
+    good = queue.enqueue("y")
+    conn.hset(f"blueque_task_{job.pk.get()}", field, value)
+    passed = []
+    taken, _ = Queue.reserve_from(["q"], "host_1", pid=3, report=passed.append)
+    assert taken is not None and taken.task_id == good.task_id  # the queue goes on
+    ((queue_name, problem),) = passed[0].quarantined.values()
+    assert queue_name == "q" and f"{field} field" in problem and value in problem
+    assert job.status.hget() == "failed"
+    assert conn.hget(f"blueque_task_{job.pk.get()}", "error").startswith("Quarantined: ")
+    assert job.pk.get() in conn.lrange("blueque_failed_tasks_q", 0, -1)
 
 
 def test_killed_children_are_all_recorded_even_when_a_hook_fails(database, conn):
@@ -439,3 +458,17 @@ def test_the_drop_in_listener_gets_a_lease_that_never_expires(database, conn, re
     assert conn.zscore("blueque:leases:dropin", task_id) == float("inf")
     time.sleep(0.2)
     assert light_clean(Queue) == {}
+
+
+def test_a_waiting_task_whose_queue_field_is_no_queue_name_is_quarantined(redis_url, database,
+                                                                          conn):
+    raw = redis.Redis.from_url(redis_url)
+    queue = Queue.named("q")
+    job = queue.enqueue("x")
+    raw.hset(f"blueque_task_{job.pk.get()}", "queue", b"q\xff")  # not UTF-8: waits forever
+    passed = []
+    assert Queue.reserve_from(["q"], "host_1", pid=3, report=passed.append) == (None, None)
+    ((queue_name, problem),) = passed[0].quarantined.values()
+    assert queue_name == "q" and "is not a queue name" in problem
+    assert conn.hget(f"blueque_task_{job.pk.get()}", "status") == "failed"
+    assert job.pk.get() in conn.lrange("blueque_failed_tasks_q", 0, -1)

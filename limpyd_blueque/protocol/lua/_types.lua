@@ -2,11 +2,11 @@
 -- key holding another kind of value (written by another client, an operator, a bug) makes
 -- a step refuse cleanly instead of stopping half-way.
 -- misfit(pairs): for a list of {key, type}, the first key that exists with another type,
--- and that type; nil when every key is missing or of its type.
+-- that type, and the type it must hold; nil when every key is missing or of its type.
 local function misfit(pairs)
     for _, pair in ipairs(pairs) do
         local found = redis.call('TYPE', pair[1])['ok']
-        if found ~= 'none' and found ~= pair[2] then return pair[1], found end
+        if found ~= 'none' and found ~= pair[2] then return pair[1], found, pair[2] end
     end
     return nil
 end

@@ -2,7 +2,7 @@
 -- listener (and attempt) that holds the task may finish it, and only once. Its holder
 -- also records here that a task it stopped on a cancel request is 'canceled'; and a task
 -- whose cancel was asked before its outcome is filed as canceled whatever the outcome
--- (the cancel came first: it wins), its result or error kept.
+-- (the cancel came first: it wins), keeping no result nor error: one outcome.
 -- KEYS[1] blueque_task_<id>, KEYS[2] blueque_reserved_tasks_<queue>_<listener>,
 -- KEYS[3] blueque_started_tasks_<queue>, KEYS[4] the list of the status asked
 -- (blueque_<status>_tasks_<queue>, or <prefix>:canceled:<queue>),
@@ -22,32 +22,77 @@
 -- refused, {-1} when missing.
 -- (KEYS[12] to KEYS[15] are indexes beside the task, written with redis.pcall: see
 -- _finished.lua)
-local refused = refuse_misfit({{KEYS[1], 'hash'}, {KEYS[2], 'list'}, {KEYS[3], 'set'},
+-- Keys are checked where the step uses them: the task's hash by its first read, the
+-- others by the writes Redis refuses with nothing changed (`redis.pcall`), what was
+-- written before one undone; the keys of a utube task's key first. A key of another
+-- type refuses the step as before, naming the first misfit of KEYS[1] to KEYS[11].
+local function refused(reply) return type(reply) == 'table' and reply.err ~= nil end
+local MISFITS = {{KEYS[1], 'hash'}, {KEYS[2], 'list'}, {KEYS[3], 'set'},
     {KEYS[4], 'list'}, {KEYS[5], 'zset'}, {KEYS[6], 'hash'}, {KEYS[7], 'hash'},
-    {KEYS[8], 'zset'}, {KEYS[9], 'list'}, {KEYS[10], 'zset'}, {KEYS[11], 'list'}})
-if refused then return refused end
-refused = refuse_unless_held(KEYS[1], {reserved = true, started = true}, ARGV[2],
-    ARGV[7])
-if refused then return refused end
-local id, status, list = ARGV[1], ARGV[4], KEYS[4]
-if status == 'canceled' or canceling(KEYS[1]) then status, list = 'canceled', KEYS[11] end
-local held, started_at = unpack(redis.call('HMGET', KEYS[1], 'status', 'started_at'))
+    {KEYS[8], 'zset'}, {KEYS[9], 'list'}, {KEYS[10], 'zset'}, {KEYS[11], 'list'}}
+local id, listener, task = ARGV[1], ARGV[2], KEYS[1]
+local got = redis.pcall('HMGET', task, 'status', 'node', 'attempt', 'cancel_requested',
+    'started_at', 'pid', 'stalled_at', 'utube', 'result_ttl', 'failure_ttl')
+if refused(got) then return refuse_misfit(MISFITS) end
+local held, node, current = got[1], got[2] or '', got[3] or ''
+if not held then return {-1} end
+if (held ~= 'reserved' and held ~= 'started') or node ~= listener
+        or (ARGV[7] ~= '' and current ~= ARGV[7]) then
+    return {0, held, node, current}
+end
+local utube = got[8]
+if utube then  -- handing the key on writes to the utube keys and the line: checked first
+    local misfit_reply = refuse_misfit(MISFITS)
+    if misfit_reply then return misfit_reply end
+end
+local status, list = ARGV[4], KEYS[4]
+if status == 'canceled' or got[4] then status, list = 'canceled', KEYS[11] end
 local pid = ARGV[3]
-if pid == '' then pid = redis.call('HGET', KEYS[1], 'pid') or '' end
-redis.call('LREM', KEYS[2], 1, id)
-redis.call('SREM', KEYS[3], ARGV[2] .. ' ' .. pid .. ' ' .. id)
-unflag_stalled(KEYS[1], KEYS[14], id)
-local field = 'result'
-if ARGV[4] ~= 'complete' then field = 'error' end
-redis.call('HSET', KEYS[1], 'status', status, field, ARGV[5], 'updated', ARGV[6])
-redis.call('LPUSH', list, id)
-redis.call('ZREM', KEYS[5], id)
-local u = utube_keys(KEYS[7], KEYS[8], ARGV[8], ARGV[9], ARGV[10], KEYS[9], KEYS[10])
-if utube_leave(u, id, KEYS[1]) then redis.call('PUBLISH', ARGV[11], 1) end
+if pid == '' then pid = got[6] or '' end
+-- the writes a key of another type may refuse, each undone if a later one is (`inverse`
+-- is kept when the write changed something)
+local undo = {}
+local function try(reply, inverse)
+    if refused(reply) then
+        for j = #undo, 1, -1 do undo[j]() end
+        return false
+    end
+    if inverse and reply ~= 0 then undo[#undo + 1] = inverse end
+    return true
+end
+local member = listener .. ' ' .. pid .. ' ' .. id
+if not (try(redis.pcall('LPUSH', list, id), function() redis.call('LPOP', list) end)
+        and try(redis.pcall('LREM', KEYS[2], 1, id),
+            function() redis.call('LPUSH', KEYS[2], id) end)
+        and try(redis.pcall('SREM', KEYS[3], member),
+            function() redis.call('SADD', KEYS[3], member) end)
+        and try(redis.pcall('ZREM', KEYS[5], id))) then
+    return refuse_misfit(MISFITS) or redis.error_reply('BADKEY a key of the task holds '
+        .. 'a value of another type')
+end
+if got[7] then  -- no longer stalled
+    redis.pcall('ZREM', KEYS[14], id)
+    redis.call('HDEL', task, 'stalled_at')
+end
+if status == 'canceled' and ARGV[4] ~= 'canceled' then
+    -- one outcome: a task whose cancel came first keeps no result nor error of its run
+    redis.call('HSET', task, 'status', status, 'updated', ARGV[6])
+else
+    local field = 'result'
+    if ARGV[4] ~= 'complete' then field = 'error' end
+    redis.call('HSET', task, 'status', status, field, ARGV[5], 'updated', ARGV[6])
+end
+if utube then
+    local u = utube_keys(KEYS[7], KEYS[8], ARGV[8], ARGV[9], ARGV[10], KEYS[9], KEYS[10])
+    if utube_leave(u, id, task) then redis.call('PUBLISH', ARGV[11], 1) end
+end
 local call = {complete = 'calls.ack', failed = 'calls.fail', canceled = 'calls.cancel'}
-redis.call('HINCRBY', KEYS[6], call[status], 1)
-if held == 'started' then observe(KEYS[6], 'run', started_at, ARGV[6]) end
+redis.pcall('HINCRBY', KEYS[6], call[status], 1)
+if held == 'started' then observe(KEYS[6], 'run', got[5], ARGV[6]) end
+local own_ttl = got[10]
+if status == 'complete' then own_ttl = got[9] end
 retain({retention = KEYS[13], settings = KEYS[12], throughput = KEYS[15], stats = KEYS[6],
-    result_ttl = ARGV[12], failure_ttl = ARGV[13]}, KEYS[1], id, status, ARGV[6])
+    result_ttl = ARGV[12], failure_ttl = ARGV[13], own_ttl = own_ttl}, task, id, status,
+    ARGV[6])
 if status == 'canceled' then return {2} end
 return {1}

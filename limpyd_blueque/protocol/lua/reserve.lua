@@ -24,15 +24,20 @@
 -- Each term is the task's own, else its queue's, else the default (see _terms.lua).
 -- Lease ends are timed by the server's clock, so clients' clocks need not agree.
 -- A queue one of whose keys holds another type is skipped (reported in `broken`), so
--- one bad key never blocks the other queues. An id whose hash is gone, or that is filed
+-- one bad key never blocks the other queues. Its lease set and started set are checked at
+-- every call; every other key where the step uses it (a read or a write that Redis
+-- refuses with nothing changed, `redis.pcall`), what was written before it undone: a
+-- plain task costs no check of the keys it does not touch. An id whose hash is gone, or that is filed
 -- elsewhere by its known status, is dropped from the list. A task that cannot be run as
--- it is (no hash but a value of another type, an unknown status, no queue field, an
--- attempt that is not a number) is quarantined; a task of another queue met through a
+-- it is (no hash but a value of another type, an unknown status, no queue field or one
+-- that is no queue name, an attempt or another number field that is not a number) is
+-- quarantined; a task of another queue met through a
 -- stray entry is dropped from this list (its own queue runs it): failed with an error naming the
 -- problem, filed in this queue's failed list, never run.
 -- Returns {queue index (0: nothing), task id, task hash as a flat list, ttr, max run time,
 --   max attempts ('' for none), dropped ids, quarantined (flat: queue, id, problem),
---   broken (flat: queue index, problem), 1 when it stopped early at the ARGV[8] bound,
+--   broken (flat, four per queue: its index, its key of another type ('' if none was
+--   found), the type found, the type it must hold), 1 when it stopped early at the ARGV[8] bound,
 --   the ids expired on the way, the task's (or its queue's) stall timeout ('': none),
 --   its lease's deadline as written ('+inf': none)}.
 local prefix, listener, now, pid = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
@@ -41,27 +46,62 @@ local clock = redis.call('TIME')
 local server_now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
 local statuses = {scheduled = true, pending = true, reserved = true, started = true,
     complete = true, failed = true, canceled = true, buried = true, expired = true}
+-- the fields of a task hash read as numbers (here or by its worker): one that holds
+-- something else makes the task unrunnable as it is ('' counts as unset)
+local NUMBER_FIELDS = {'attempt', 'created', 'updated', 'eta', 'pid', 'ttr', 'max_run_time',
+    'max_attempts', 'stall_timeout', 'expires_at', 'priority', 'result_ttl', 'failure_ttl',
+    'error_ttl'}
 local dropped, quarantined, broken, expired, passed = {}, {}, {}, {}, 0
 
-local function problem_of(key, id, queue)
-    local kind = redis.call('TYPE', key)['ok']
-    if kind == 'none' then return nil, 'drop' end
-    if kind ~= 'hash' then return 'its key holds a ' .. kind .. ', not a hash', 'bad' end
-    local status = redis.call('HGET', key, 'status')
+local function refused(reply) return type(reply) == 'table' and reply.err ~= nil end
+
+-- every structure of a queue with its type: named in a report when one is refused
+local function structures(k)
+    return {{k.pending, 'list'}, {k.reserved, 'list'}, {k.leases, 'zset'},
+        {k.started, 'set'}, {k.settings, 'hash'}, {k.failed, 'list'}, {k.prioritized, 'zset'},
+        {k.identifiers, 'hash'}, {k.expiry, 'zset'}, {k.expired, 'list'}, {k.stats, 'hash'},
+        {k.utubes, 'hash'}, {k.waiting, 'zset'}}  -- k.retention: see _finished.lua
+end
+
+local function not_a_number(text)
+    return text ~= '' and (tonumber(text) == nil or string.find(text, '[xX]') ~= nil)
+end
+
+-- why the task at `key` cannot run ('bad'), or that it is not a pending task of `queue`
+-- ('drop'), or 'ok' with its hash (flat, as HGETALL gives it) and its fields by name
+local function problem_of(key, queue)
+    local flat = redis.pcall('HGETALL', key)
+    if refused(flat) then
+        return 'its key holds a ' .. redis.call('TYPE', key)['ok'] .. ', not a hash', 'bad'
+    end
+    if #flat == 0 then return nil, 'drop' end
+    local f = {}
+    for j = 1, #flat, 2 do f[flat[j]] = flat[j + 1] end
+    local status = f.status
     if status ~= 'pending' then
         if status and statuses[status] then return nil, 'drop' end
         if not status then return 'no status field', 'bad' end
         return 'status ' .. string.format('%q', status) .. ' is not a status', 'bad'
     end
-    local own = redis.call('HGET', key, 'queue')
+    local own = f.queue
     if not own then return 'no queue field, found in ' .. queue, 'bad' end
-    -- a task of another queue met through a stray entry: its own queue runs it
-    if own ~= queue then return nil, 'drop' end
-    local attempt = redis.call('HGET', key, 'attempt')
+    if own ~= queue then
+        -- a task of another queue met through a stray entry: its own queue runs it, if
+        -- it names one (else it would wait forever)
+        if #own <= 200 and string.match(own, '^[%w%._%-]+$') then return nil, 'drop' end
+        return 'queue field ' .. string.format('%q', own) .. ' is not a queue name', 'bad'
+    end
+    local attempt = f.attempt
     if attempt and not string.match(attempt, '^%d+$') then
         return 'attempt field ' .. string.format('%q', attempt) .. ' is not a count', 'bad'
     end
-    return nil, 'ok'
+    for _, name in ipairs(NUMBER_FIELDS) do
+        if f[name] and not_a_number(f[name]) then
+            return name .. ' field ' .. string.format('%q', f[name]) .. ' is not a number',
+                'bad'
+        end
+    end
+    return nil, 'ok', f, flat
 end
 
 local function quarantine(key, id, queue, k, why)
@@ -79,7 +119,7 @@ local function quarantine(key, id, queue, k, why)
     end
 end
 
-local open_queues = {}  -- the queues whose keys are all of their type: {index, keys}
+local open_queues = {}  -- the queues not found broken: {index, keys}
 local N = 14
 for i = 1, #KEYS / N do
     local b = N * (i - 1)
@@ -90,35 +130,114 @@ for i = 1, #KEYS / N do
         waiting = KEYS[b + 13], retention = KEYS[b + 14], failure_ttl = ARGV[9]}
     k.u = utube_keys(k.utubes, k.waiting, ARGV[9 + 3 * i], prefix, ARGV[8 + 3 * i],
         k.pending, k.prioritized)
-    local bad, found = misfit({{k.pending, 'list'}, {k.reserved, 'list'}, {k.leases, 'zset'},
-        {k.started, 'set'}, {k.settings, 'hash'}, {k.failed, 'list'}, {k.prioritized, 'zset'},
-        {k.identifiers, 'hash'}, {k.expiry, 'zset'}, {k.expired, 'list'}, {k.stats, 'hash'},
-        {k.utubes, 'hash'}, {k.waiting, 'zset'}})  -- k.retention: see _finished.lua
+    local bad, found, kind = misfit({{k.leases, 'zset'}, {k.started, 'set'}})
     if bad then
-        broken[#broken + 1] = i
-        broken[#broken + 1] = bad .. ' holds a ' .. found
+        for _, value in ipairs({i, bad, found, kind}) do broken[#broken + 1] = value end
     else
         open_queues[#open_queues + 1] = {i, k}
     end
 end
 
--- the queue whose next task comes first: its index, keys, and where that task waits
+-- a queue found broken on the way: reported, and passed over from now on
+local function break_queue(entry)
+    local bad, found, kind = misfit(structures(entry[2]))
+    for _, value in ipairs({entry[1], bad or '', found or 'value of another type', kind or ''}) do
+        broken[#broken + 1] = value
+    end
+    for j, other in ipairs(open_queues) do
+        if other == entry then table.remove(open_queues, j) break end
+    end
+end
+
+-- the queue whose next task comes first: its entry, and where that task waits
 local function next_queue()
+    local j = 1
     local best, chosen, source = nil, nil, nil
-    for _, entry in ipairs(open_queues) do
-        local priority, where = line_head(entry[2].pending, entry[2].prioritized)
-        if priority and (best == nil or priority > best) then
-            best, chosen, source = priority, entry, where
+    while j <= #open_queues do
+        local entry = open_queues[j]
+        local k = entry[2]
+        local top = redis.pcall('ZRANGE', k.prioritized, 0, 0, 'WITHSCORES')
+        local priority, where = nil, nil
+        if refused(top) then
+            break_queue(entry)
+        else
+            if top[2] then priority, where = score_priority(top[2]), 'zset' end
+            local length = 1
+            if priority == nil or priority < 0 then length = redis.pcall('LLEN', k.pending) end
+            if refused(length) then
+                break_queue(entry)
+            else
+                if (priority == nil or priority < 0) and length > 0 then
+                    priority, where = 0, 'list'
+                end
+                if priority and (best == nil or priority > best) then
+                    best, chosen, source = priority, entry, where
+                end
+                j = j + 1
+            end
         end
     end
     return chosen, source
 end
 
-local function take(k, source)
-    if source == 'list' then return redis.call('RPOPLPUSH', k.pending, k.reserved) end
+-- take the next task of a queue into its holder's reserved list: its id, and its score
+-- when it waited in the prioritized set; nil when a key of another type refuses it
+-- (nothing changed: the queue is then broken)
+local function take(entry, source)
+    local k = entry[2]
+    if source == 'list' then
+        local id = redis.pcall('RPOPLPUSH', k.pending, k.reserved)
+        if refused(id) then break_queue(entry) return nil end
+        return id, nil
+    end
     local popped = redis.call('ZPOPMIN', k.prioritized)
-    if popped[1] then redis.call('LPUSH', k.reserved, popped[1]) end
-    return popped[1]
+    if not popped[1] then return nil end
+    if refused(redis.pcall('LPUSH', k.reserved, popped[1])) then
+        redis.call('ZADD', k.prioritized, popped[2], popped[1])
+        break_queue(entry)
+        return nil
+    end
+    return popped[1], popped[2]
+end
+
+-- put a task just taken back where it waited (a key of its queue refused the step)
+local function untake(k, source, id, score)
+    if source == 'list' then
+        redis.call('LMOVE', k.reserved, k.pending, 'LEFT', 'RIGHT')
+    else
+        redis.call('LREM', k.reserved, 1, id)
+        redis.call('ZADD', k.prioritized, score, id)
+    end
+end
+
+-- the lease terms of a task: its own fields (`f`), else its queue's settings, else the
+-- defaults (see _terms.lua); nil when the settings hash is of another type
+local function terms_of(f, settings, ttr, max_run_time, max_attempts)
+    local own = {f.ttr, f.max_run_time, f.max_attempts, f.stall_timeout}
+    local queue = {false, false, false, false}
+    if not (usable(own[1]) and usable(own[2]) and usable(own[3]) and usable(own[4])) then
+        queue = redis.pcall('HMGET', settings, 'ttr', 'max_run_time', 'max_attempts',
+            'stall_timeout')
+        if refused(queue) then return nil end
+    end
+    local function pick(n, default) return usable(own[n]) or usable(queue[n]) or usable(default) end
+    local own_ttr = ttr
+    if ttr ~= 'never' then own_ttr = pick(1, ttr) end
+    return {own_ttr, pick(2, max_run_time), pick(3, max_attempts), pick(4, nil)}
+end
+
+-- the fields a holder writes on the task, set in its flat hash `flat` as in Redis
+local function set_fields(flat, fields)
+    local at = {}
+    for j = 1, #flat, 2 do at[flat[j]] = j end
+    for j = 1, #fields, 2 do
+        if at[fields[j]] then
+            flat[at[fields[j]] + 1] = fields[j + 1]
+        else
+            flat[#flat + 1] = fields[j]
+            flat[#flat + 1] = fields[j + 1]
+        end
+    end
 end
 
 while passed < bound do
@@ -126,46 +245,70 @@ while passed < bound do
     if not entry then break end
     local i, k = entry[1], entry[2]
     local queue = ARGV[8 + 3 * i]
-    local id = take(k, source)
-    if not id then break end
-    local key = prefix .. id
-    local why, verdict = problem_of(key, id, queue)
-    if verdict == 'drop' then
-        redis.call('LREM', k.reserved, -1, id)
-        dropped[#dropped + 1] = id
-        passed = passed + 1
-    elseif verdict == 'bad' then
-        quarantine(key, id, queue, k, why)
-        passed = passed + 1
-    elseif is_expired(key, server_now) then
-        redis.call('LREM', k.reserved, -1, id)
-        expire_task(k, key, id, now, false)  -- the next of its utube key joins the line
-        expired[#expired + 1] = id
-        passed = passed + 1
-    else
-        local ttr, max_run_time, max_attempts, stall = lease_terms(key, k.settings,
-            ARGV[7 + 3 * i], ARGV[6], ARGV[7])
-        -- as its holder's beats compare it (see renew.lua): the text Redis keeps
-        local deadline = '+inf'
-        if ttr ~= 'never' and ttr and ttr > 0 then
-            deadline = string.format('%.17g', server_now + ttr)
-        end
-        observe(k.stats, 'wait', redis.call('HGET', key, 'updated'), now)
-        redis.call('HINCRBY', key, 'attempt', 1)
-        if pid == '' then
-            redis.call('HSET', key, 'status', 'reserved', 'node', listener, 'updated', now)
+    local open_before = #open_queues
+    local id, score = take(entry, source)
+    if id then
+        local key = prefix .. id
+        local why, verdict, f, flat = problem_of(key, queue)
+        local limit = verdict == 'ok' and tonumber(f.expires_at)
+        -- a task that is not plain writes to more of its queue's keys: all of their type
+        -- first, or the task goes back where it waited and the queue is broken
+        local checked = verdict == 'drop' or (verdict == 'ok' and not f.expires_at
+            and not f.identifier) or not misfit(structures(k))
+        if not checked then
+            untake(k, source, id, score)
+            break_queue(entry)
+        elseif verdict == 'drop' then
+            redis.call('LREM', k.reserved, -1, id)
+            dropped[#dropped + 1] = id
+            passed = passed + 1
+        elseif verdict == 'bad' then
+            quarantine(key, id, queue, k, why)
+            passed = passed + 1
+        elseif limit and limit <= server_now then
+            redis.call('LREM', k.reserved, -1, id)
+            expire_task(k, key, id, now, false)  -- the next of its utube key joins the line
+            expired[#expired + 1] = id
+            passed = passed + 1
         else
-            redis.call('HSET', key, 'status', 'started', 'node', listener, 'pid', pid,
-                'pstart', ARGV[5], 'updated', now, 'started_at', now)
-            redis.call('SADD', k.started, listener .. ' ' .. pid .. ' ' .. id)
+            local terms = terms_of(f, k.settings, ARGV[7 + 3 * i], ARGV[6], ARGV[7])
+            if not terms then
+                untake(k, source, id, score)
+                break_queue(entry)
+            else
+                local ttr, max_run_time, max_attempts, stall = terms[1], terms[2], terms[3],
+                    terms[4]
+                -- as its holder's beats compare it (see renew.lua): the text Redis keeps
+                local deadline = '+inf'
+                if ttr ~= 'never' and ttr and ttr > 0 then
+                    deadline = string.format('%.17g', server_now + ttr)
+                end
+                -- the lease set and the started set were found of their type above, and
+                -- the task's key is a hash: none of these writes can be refused
+                redis.call('ZADD', k.leases, deadline, id)
+                local fields
+                local attempt = tostring((tonumber(f.attempt) or 0) + 1)
+                if pid == '' then
+                    fields = {'attempt', attempt, 'status', 'reserved', 'node', listener,
+                        'updated', now}
+                else
+                    redis.call('SADD', k.started, listener .. ' ' .. pid .. ' ' .. id)
+                    fields = {'attempt', attempt, 'status', 'started', 'node', listener,
+                        'pid', pid, 'pstart', ARGV[5], 'updated', now, 'started_at', now}
+                end
+                redis.call('HSET', key, unpack(fields))
+                observe(k.stats, 'wait', f.updated, now)
+                if f.expires_at then redis.call('ZREM', k.expiry, id) end  -- never expires now
+                if f.identifier then identifier_release(k.identifiers, key, id) end
+                redis.pcall('HINCRBY', k.stats, 'calls.take', 1)
+                set_fields(flat, fields)
+                return {i, id, flat, term_text(ttr), term_text(max_run_time),
+                    term_text(max_attempts), dropped, quarantined, broken, 0, expired,
+                    term_text(stall), deadline}
+            end
         end
-        redis.call('ZADD', k.leases, deadline, id)
-        redis.call('ZREM', k.expiry, id)  -- a task that started never expires
-        identifier_release(k.identifiers, key, id)
-        redis.call('HINCRBY', k.stats, 'calls.take', 1)
-        return {i, id, redis.call('HGETALL', key), term_text(ttr),
-            term_text(max_run_time), term_text(max_attempts), dropped, quarantined,
-            broken, 0, expired, term_text(stall), deadline}
+    elseif #open_queues == open_before then
+        break  -- nothing taken and no queue found broken: nothing more to take
     end
 end
 local more = 0
