@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from datetime import datetime, timedelta
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, TypeVar
 
 from ..exceptions import ConfigurationError, InvalidTransition, TaskNotFound, UnknownJobModel
 from ..protocol.keys import check_queue_name
@@ -16,6 +16,9 @@ from ..protocol.statuses import FINISHED, FINISHED_BY_RUN, RETRYABLE, RUNNING, S
 from .producing import enqueue_tasks
 from .progress import CheckpointRecord, Progress, ProgressReporter
 from .task import Task
+
+if TYPE_CHECKING:
+    from .progress import Writer
 
 #: the `Queue` model instance a worker hands to the hooks below. Typed loosely: the queue
 #: module makes jobs and imports this one, so this one may not import it back (the
@@ -43,6 +46,7 @@ class Job(Task):
     #: at most one progress write per this many seconds (a worker sets its own)
     progress_interval = 1.0
     _reporter: ProgressReporter | None = None
+    _report_writer: Writer | None = None
     _cancel_seen = False
     _cancel_checked = 0.0
 
@@ -167,16 +171,28 @@ class Job(Task):
             if task is None or not task.node:
                 raise ConfigurationError("set_progress and checkpoint are for a running task, "
                                          "from its own code (its worker's job)")
-
-            def write(progress: str | None, checkpoint: str | None) -> bool | None:
-                outcome, asked = self.scripts().reports.report(
-                    task.queue, self.task_id, task.node or "", task.attempt or None,
-                    progress=progress, checkpoint=checkpoint)
-                return bool(asked) if outcome.done else None
-
-            self._reporter = ProgressReporter(write, task.attempt, self.progress_interval)
+            self._reporter = ProgressReporter(self._report_writer or self.write_report,
+                                              task.attempt, self.progress_interval)
             self._reporter.canceled = self._cancel_seen
         return self._reporter
+
+    def report_through(self,
+                       writer: Callable[[str | None, str | None], bool | None]) -> None:
+        """Have this attempt's reports written by `writer` (a `progress.Writer`: it takes
+        what `write_report` takes, and returns what it returns) rather than by
+        `write_report` here: a worker writes those of the task process it forked."""
+        self._report_writer = writer
+
+    def write_report(self, progress: str | None, checkpoint: str | None) -> bool | None:
+        """The report step of this attempt, fenced by it (see `progress.ProgressReporter`):
+        store `progress` and/or `checkpoint` (JSON texts); whether the task's cancel was
+        asked, or None when this attempt no longer holds the task."""
+        task = self.task
+        assert task is not None, "a report is made for a task reserved by a worker"
+        outcome, asked = self.scripts().reports.report(
+            task.queue, self.task_id, task.node or "", task.attempt or None,
+            progress=progress, checkpoint=checkpoint)
+        return bool(asked) if outcome.done else None
 
     def set_progress(self, done: float, total: float | None = None,
                      message: str | None = None) -> None:
@@ -251,8 +267,13 @@ class Job(Task):
 
     @property
     def must_be_cancelled_on_error(self) -> bool:
-        """True when this task must not be requeued after an error."""
-        return bool(self.always_cancel_on_error or self.cancel_on_error.hget())
+        """True when this task must not be requeued after an error (its field read from
+        its reservation when it has one, so that a task process need not ask Redis)."""
+        if self.always_cancel_on_error:
+            return True
+        if self.task is not None:
+            return bool(self.known.get("cancel_on_error"))
+        return bool(self.cancel_on_error.hget())
 
     # -- hooks a subclass overrides: called by the worker, in the process running the task
     def run(self, queue: AnyQueue) -> Any:

@@ -5,13 +5,14 @@ a part types its worker as one of them and never imports `worker.Worker`, so tha
 imports run one way (the loop knows its parts, the parts know only these interfaces) and
 a part can be tested with any object that has these members.
 
-- `TaskHost`: what a way of running tasks (`runners`, `task_process`) calls back: the
-  running tasks, the log, the rules for a process that ended without an outcome, and the
-  stop policy of a terminating worker.
+- `TaskHost`: what a way of running tasks (`runners`, `task_process`, `relay`) calls
+  back: the running tasks, the log, how outcomes are written, the rules for a process
+  that ended without an outcome, and the stop policy of a terminating worker.
 - `StallHooks`: what the watch of running tasks (`watch`) calls from the heartbeat thread.
 
 The parts that need only values (`heartbeat.LeaseKeeper`, `recovery.Recovery`,
-`outcomes.OutcomeRecorder`, `scheduling.DueTasks`) take them as arguments instead.
+`outcomes.OutcomeRecorder`, `scheduling.DueTasks`) take them as arguments instead;
+`OutcomeRecorder` sits below this module, as `TaskHost` names it.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 if TYPE_CHECKING:
     from ..exceptions import TaskKilled
-    from ..models import Job, JobModels, Queue
+    from ..models import Error, Job, JobModels, Queue
+    from .outcomes import OutcomeRecorder
     from .running import RunningTask, RunningTasks
 
 
@@ -39,6 +41,10 @@ class TaskHost(Protocol):
     liveness_timeout: float
     job_model: type[Job]
     models: JobModels
+    error_model: type[Error]
+    #: writes outcomes and `Error` records (in a task process: through its worker, see
+    #: `relay.RelayedOutcomes`, which takes its place there)
+    outcomes: OutcomeRecorder
     #: the stop policy: read at each turn of a terminating worker (a second stop signal
     #: turns `on_terminate` into "requeue")
     on_terminate: str

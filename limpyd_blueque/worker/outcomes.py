@@ -1,16 +1,20 @@
 """Recording a task's outcome: the fenced steps, retried while Redis is away, and the
-stored `Error`. The worker's hooks (`job_success`, `job_error`) decide; this part writes.
+stored `Error`. The worker's hooks (`job_success`, `job_error`) decide (an `Outcome`);
+this part writes. It runs in the worker's process; a task process has its outcomes
+written there too (`relay.RelayedOutcomes`), and writes them itself only when its worker
+is gone.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from redis.exceptions import ResponseError
 
-from ..exceptions import REDIS_AWAY
+from ..exceptions import REDIS_AWAY, TaskNotFound
 from ..protocol.options import DEFAULT_ERROR_TTL
 from ..protocol.statuses import Status
 from ..protocol.values import encode
@@ -20,6 +24,38 @@ if TYPE_CHECKING:
     from ..models import Error, Job, Queue
 
 logger = logging.getLogger(__name__)
+
+#: the outcomes that put the task back in line (another attempt may take it at once)
+PUT_BACK = ("requeue", "delay")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the hooks decided for an attempt: `kind` (complete, fail, requeue, cancel,
+    delay), with the result or error `text`, the `delay` before the task runs again and
+    the change of its priority. Plain values, so that a task process can send it to its
+    worker (`to_message`, `from_message`)."""
+
+    kind: str
+    text: str = ""
+    delay: float = 0.0
+    priority_delta: int = 0
+
+    @property
+    def status(self) -> str:
+        """The status the task has once its step is done."""
+        if self.kind in PUT_BACK:
+            return Status.SCHEDULED if self.delay else Status.PENDING
+        return {"complete": Status.COMPLETE, "fail": Status.FAILED,
+                "cancel": Status.CANCELED}[self.kind]
+
+    def to_message(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_message(cls, message: dict[str, Any]) -> Outcome:
+        return cls(str(message["kind"]), str(message.get("text", "")),
+                   float(message.get("delay", 0.0)), int(message.get("priority_delta", 0)))
 
 
 class OutcomeRecorder:
@@ -57,45 +93,87 @@ class OutcomeRecorder:
 
         def once() -> bool:
             tries.append(1)
-            if step():
-                return True
-            if len(tries) == 1:
-                return False
-            data = job.data()  # our earlier try may have landed with its reply lost
-            return data.status == status and data.attempt == attempt_of(job)
+            return self.landed(job, step, status, retry=len(tries) > 1)
 
         return bool(self.retrying(once))
 
+    def landed(self, job: Job, step: Callable[[], bool], status: str, *, retry: bool) -> bool:
+        """One try of a fenced outcome step (`RedisUnavailable`, `RedisFull` when Redis
+        cannot take it): True when recorded. A `retry` that is refused looks whether its
+        earlier try landed, its reply lost (the task has `status`, in this attempt)."""
+        if step():
+            return True
+        if not retry:
+            return False
+        data = job.data()
+        return data.status == status and data.attempt == attempt_of(job)
+
+    def write(self, job: Job, outcome: Outcome) -> bool:
+        """Record `outcome` (see `record`): True when done, False when the task is not
+        ours."""
+        return self.record(job, lambda: self.step(job, outcome), outcome.status)
+
+    def try_once(self, job: Job, outcome: Outcome, *, retry: bool) -> bool:
+        """One try of `outcome`'s step (see `landed`), for a caller that retries later
+        itself rather than wait here."""
+        return self.landed(job, lambda: self.step(job, outcome), outcome.status, retry=retry)
+
+    def step(self, job: Job, outcome: Outcome) -> bool:
+        """The fenced step of `outcome`, run once: True when done."""
+        holder, attempt, kind = self.holder(job), attempt_of(job), outcome.kind
+        if kind == "complete":
+            return job.complete(outcome.text, listener_id=holder, attempt=attempt)
+        if kind == "fail":
+            return job.fail(outcome.text, listener_id=holder, attempt=attempt)
+        if kind == "cancel":
+            return job.record_canceled("Canceled: stopped at its owner's request",
+                                       listener_id=holder, attempt=attempt)
+        if kind == "requeue":
+            return job.requeue(listener_id=holder, attempt=attempt, error=outcome.text,
+                               delay=outcome.delay,
+                               priority_delta=outcome.priority_delta or None)
+        return job.requeue(listener_id=holder, attempt=attempt, delay=outcome.delay,
+                           uncounted=True)
+
+    def recognized(self, job: Job, outcome: Outcome) -> bool:
+        """After this process's own try of `outcome` was refused, when another process may
+        have written it for this attempt first (its worker, which then died before saying
+        so): True when this attempt's outcome is in Redis. The task is then in this
+        attempt with the status of `outcome` (or canceled, its cancel asked first: `settled`
+        says so), or, put back in line by it, already taken by a later attempt."""
+        try:
+            data = job.data()
+        except TaskNotFound:
+            return False
+        attempt = attempt_of(job)
+        if data.attempt != attempt:
+            return outcome.kind in PUT_BACK and attempt is not None and data.attempt > attempt
+        if data.status == Status.CANCELED and outcome.kind != "cancel":
+            job.settled = "canceled"
+            return True
+        put_back = (Status.PENDING, Status.SCHEDULED) if outcome.kind in PUT_BACK else ()
+        return data.status == outcome.status or data.status in put_back
+
     def complete(self, job: Job, text: str) -> bool:
         """Store the result `text`: True when done, False when the task is not ours."""
-        return self.record(job, lambda: job.complete(
-            text, listener_id=self.holder(job), attempt=attempt_of(job)), Status.COMPLETE)
+        return self.write(job, Outcome("complete", text))
 
     def fail(self, job: Job, text: str) -> bool:
         """Store the error `text` and fail the task: see `complete`."""
-        return self.record(job, lambda: job.fail(
-            text, listener_id=self.holder(job), attempt=attempt_of(job)), Status.FAILED)
+        return self.write(job, Outcome("fail", text))
 
     def requeue(self, job: Job, text: str, *, delay: float, priority_delta: int) -> bool:
         """Store the error `text` and put the task back in line, `delay` seconds from now."""
-        status = Status.SCHEDULED if delay else Status.PENDING
-        return self.record(job, lambda: job.requeue(
-            listener_id=self.holder(job), attempt=attempt_of(job), error=text, delay=delay,
-            priority_delta=priority_delta or None), status)
+        return self.write(job, Outcome("requeue", text, delay, priority_delta))
 
     def cancel(self, job: Job) -> bool:
         """File the task, stopped on its cancel request, as canceled: see `complete`."""
-        return self.record(job, lambda: job.record_canceled(
-            "Canceled: stopped at its owner's request", listener_id=self.holder(job),
-            attempt=attempt_of(job)), Status.CANCELED)
+        return self.write(job, Outcome("cancel"))
 
     def delay(self, job: Job, delay: float) -> bool:
         """Put the task back to run `delay` seconds from now, this attempt not counted as a
         failure (the task asked for it)."""
-        status = Status.SCHEDULED if delay else Status.PENDING
-        return self.record(job, lambda: job.requeue(
-            listener_id=self.holder(job), attempt=attempt_of(job), delay=delay,
-            uncounted=True), status)
+        return self.write(job, Outcome("delay", delay=delay))
 
     def holder(self, job: Job) -> str:
         """The listener the steps act for: the task's node when known (an adopted task is
@@ -106,17 +184,33 @@ class OutcomeRecorder:
                     exception: BaseException, trace: str | None, **fields: Any) -> None:
         """Store an `Error`, kept for the task's, else its queue's, else this worker's
         `error_ttl`. A Redis away or full is logged: the failure itself is on the task."""
-        try:
-            settings: dict[str, float] = queue.settings()
-        except (ValueError, ResponseError):  # settings another client broke: unset
-            settings = {}
-        ttl = error_ttl_for(job, settings, self.error_ttl)
+        ttl = self.error_ttl_of(job, queue)
         try:
             error_model.add_error(queue.pk.get(), job, exception, trace=trace, ttl=ttl,
                                   **fields)
         except REDIS_AWAY as error:
             self.log(f"[{queue.pk.get()}|{job.task_id}] its Error record was not stored: "
                      f"{error}", logging.ERROR)
+
+    def store_error_values(self, error_model: type[Error], job: Job, queue: Queue,
+                           values: dict[str, str]) -> None:
+        """Store an `Error` whose fields a task process made (`Error.error_values`): see
+        `store_error`."""
+        ttl = self.error_ttl_of(job, queue)
+        try:
+            error_model.add_errors([values], ttls=[ttl])
+        except REDIS_AWAY as error:
+            self.log(f"[{queue.pk.get()}|{job.task_id}] its Error record was not stored: "
+                     f"{error}", logging.ERROR)
+
+    def error_ttl_of(self, job: Job, queue: Queue) -> float:
+        """How long an `Error` of `job` is kept: the task's, else its queue's, else this
+        worker's `error_ttl`."""
+        try:
+            settings: dict[str, float] = queue.settings()
+        except (ValueError, ResponseError):  # settings another client broke: unset
+            settings = {}
+        return error_ttl_for(job, settings, self.error_ttl)
 
 
 def attempt_of(job: Job) -> int | None:

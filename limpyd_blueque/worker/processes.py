@@ -1,4 +1,5 @@
-"""Processes and waiting: forked task children, wake-ups, and the heartbeat thread.
+"""Processes and waiting: forked task children, the lines between them and their
+worker, wake-ups, and the heartbeat thread.
 
 The worker uses these; models never do.
 """
@@ -11,6 +12,7 @@ import logging
 import os
 import selectors
 import signal
+import socket
 import sys
 import threading
 import time
@@ -32,6 +34,8 @@ Payload = dict[str, Any]
 
 #: exit code of a task process that could not reach Redis to record its start or outcome
 EXIT_REDIS_UNAVAILABLE = 75
+#: a send to a process that died raises EPIPE, whatever the SIGPIPE handler of the program
+_NO_SIGPIPE = getattr(socket, "MSG_NOSIGNAL", 0)
 
 
 def describe_exit(status: int) -> TaskKilled:
@@ -78,20 +82,103 @@ def fork_child(target: Callable[[], int]) -> int:
         os._exit(code)
 
 
-class Spare:
-    """A task process forked ahead of its task, waiting for it on a pipe.
+class Channel:
+    """One end of the line between a worker and one of its task processes: JSON messages,
+    one per line, on a pair of connected Unix sockets (one end in each process).
 
-    Forking costs milliseconds; a worker keeps one spare ready so that a task starts
-    as soon as it is reserved, in a process of its own all the same. `body(payload)`
-    runs in the spare with what `hand_over` sends; closing the pipe (or the worker's
-    death) makes an idle spare exit.
+    The worker sends the task (its payload), then the answers to the task process's
+    requests; the task process sends its requests (see `relay`). The task process's side
+    blocks; the worker's reads only what has arrived (`receive_ready`), so that it never
+    waits on one process. Either side sees the other's death as the end of the line
+    (`receive` returns None, `send` False).
     """
 
-    def __init__(self, body: Callable[[Callable[[], Payload | None]], int]) -> None:
-        read, write = os.pipe()
-        self.pid = fork_child(lambda: self._run(read, write, body))
-        os.close(read)
-        self._write = write
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self._buffer = bytearray()
+        self.ended = False  # the other end closed (or the line broke)
+
+    @classmethod
+    def pair(cls) -> tuple[Channel, Channel]:
+        """The worker's end and the task process's end of a new line."""
+        worker_end, task_end = socket.socketpair()
+        return cls(worker_end), cls(task_end)
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def send(self, message: Payload) -> bool:
+        """Send `message` whole (blocking); False when the other end is gone."""
+        try:
+            self.sock.sendall(json.dumps(message).encode() + b"\n", _NO_SIGPIPE)
+            return True
+        except OSError:  # EPIPE, ECONNRESET, or this end closed
+            self.ended = True
+            return False
+
+    def receive(self) -> Payload | None:
+        """The next message (blocking); None once the other end is gone."""
+        while b"\n" not in self._buffer:
+            if not self._read(0):
+                return None
+        return self._next()
+
+    def receive_ready(self) -> list[Payload]:
+        """The messages that arrived whole, without waiting (`ended` tells when the other
+        end is gone)."""
+        while self._read(socket.MSG_DONTWAIT):
+            pass
+        messages = []
+        while b"\n" in self._buffer:
+            messages.append(self._next())
+        return messages
+
+    def _read(self, flags: int) -> bool:
+        """Read what is there into the buffer; False when nothing more comes now."""
+        if self.ended:
+            return False
+        try:
+            chunk = self.sock.recv(1 << 20, flags)
+        except BlockingIOError:
+            return False
+        except OSError:  # ECONNRESET: the other end died with our data unread
+            chunk = b""
+        if not chunk:
+            self.ended = True
+            return False
+        self._buffer += chunk
+        return True
+
+    def _next(self) -> Payload:
+        line, _, rest = bytes(self._buffer).partition(b"\n")
+        self._buffer = bytearray(rest)
+        message: Payload = json.loads(line)
+        return message
+
+    def close(self) -> None:
+        self.sock.close()
+        self.ended = True
+
+
+class Spare:
+    """A task process forked ahead of its task, waiting for it on its channel.
+
+    Forking costs milliseconds; a worker keeps one spare ready so that a task starts
+    as soon as it is reserved, in a process of its own all the same. `body(channel)`
+    runs in the spare, with the task process's end of the line; `hand_over` sends it its
+    task, and the line then stays open for the task's life (`channel`, the worker's end).
+    Closing the line (or the worker's death) makes an idle spare exit. `inherited` are
+    the worker's ends of the lines of its other task processes: the spare closes its
+    copies at once, so that a task process sees the end of its own line when its worker
+    dies, whichever spares the worker forked after it.
+    """
+
+    def __init__(self, body: Callable[[Channel], int],
+                 inherited: Iterable[Channel] = ()) -> None:
+        self.channel, task_end = Channel.pair()
+        others = list(inherited)
+        self.pid = fork_child(lambda: self._run(task_end, [self.channel, *others], body))
+        task_end.close()
         # read now, while the previous task still runs: read at the next reservation it
         # would wait on the path of that task (measured: 263 against 244 tasks/s)
         self._pstart: str | None = process_start_time(self.pid)
@@ -104,38 +191,21 @@ class Spare:
         return self._pstart
 
     @staticmethod
-    def _run(read: int, write: int, body: Callable[[Callable[[], Payload | None]], int]) -> int:
-        os.close(write)
-
-        def receive() -> Payload | None:
-            data = b""
-            while not data.endswith(b"\n"):
-                chunk = os.read(read, 65536)
-                if not chunk:
-                    return None  # closed without a task: the worker stops or replaces it
-                data += chunk
-            os.close(read)
-            payload: Payload = json.loads(data)
-            return payload
-
-        return body(receive)
+    def _run(task_end: Channel, workers_ends: list[Channel],
+             body: Callable[[Channel], int]) -> int:
+        for channel in workers_ends:
+            channel.close()
+        return body(task_end)
 
     def hand_over(self, payload: Payload) -> bool:
-        """Send the spare its task; False if the spare is gone."""
-        try:
-            data = json.dumps(payload).encode() + b"\n"
-            while data:
-                data = data[os.write(self._write, data):]
+        """Send the spare its task; False if the spare is gone (its line is then closed)."""
+        if self.channel.send(payload):
             return True
-        except (BrokenPipeError, OSError):
-            return False
-        finally:
-            self.close()
+        self.close()
+        return False
 
     def close(self) -> None:
-        if self._write >= 0:
-            os.close(self._write)
-            self._write = -1
+        self.channel.close()
 
 
 class DoneNotices:
@@ -144,11 +214,14 @@ class DoneNotices:
     `RECORDED`: the outcome is in Redis; the worker stops renewing the lease and must
     not take the task for lost (it may have requeued itself). `DONE`: the hooks ran too;
     the worker frees the slot at once, without waiting for the process to exit and be
-    reaped (it is reaped later, quietly).
+    reaped (it is reaped later, quietly). `ASKING`: a request follows on the process's
+    own channel (see `Channel`): the worker reads that channel, and only that one, until
+    the request has come whole.
     """
 
     RECORDED = "R"
     DONE = "D"
+    ASKING = "A"
 
     def __init__(self) -> None:
         self.read, self.write = os.pipe()
@@ -212,10 +285,11 @@ class WakeUps:
     """
 
     def __init__(self, client: redis.Redis, channels: Iterable[str],
-                 also: Iterable[int] = ()) -> None:
+                 also: Callable[[], Iterable[int]] = tuple) -> None:
         self.client = client
         self.channels = list(channels)
-        self.also = list(also)  # other descriptors that end a wait (read by their owner)
+        # the other descriptors that end a wait (read by their owner), asked at each wait
+        self.also = also
         self._read, self._write = os.pipe()
         os.set_blocking(self._read, False)
         os.set_blocking(self._write, False)
@@ -258,7 +332,7 @@ class WakeUps:
             sock = shims.pubsub_socket(pubsub)
             with selectors.DefaultSelector() as selector:
                 selector.register(self._read, selectors.EVENT_READ)
-                for fd in self.also:
+                for fd in self.also():
                     selector.register(fd, selectors.EVENT_READ)
                 if sock is not None:
                     selector.register(sock, selectors.EVENT_READ)

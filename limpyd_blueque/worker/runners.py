@@ -1,7 +1,8 @@
 """How a task runs: the strategy a worker hands each task to.
 
 `ForkedRunner` runs each task in a process of its own (a spare forked ahead, notices on a
-pipe, reaping, killing on lease loss or over the maximum run time, stopping);
+pipe, the writes its task processes ask for, reaping, killing on lease loss or over the
+maximum run time, stopping);
 `InProcessRunner` runs it in the worker's own process. Both apply the transitions of
 `running.RunningTask` and the actions that go with them, in one place (`apply`). Inside a
 task process, `TaskProcess` plays the runner's part for the one task it runs.
@@ -14,7 +15,7 @@ import logging
 import os
 import signal
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from ..exceptions import (
     TaskKilled,
@@ -26,13 +27,16 @@ from ..protocol.liveness import process_start_time
 from ..protocol.statuses import RUNNING
 from .processes import (
     EXIT_REDIS_UNAVAILABLE,
+    Channel,
     DoneNotices,
+    Payload,
     Spare,
     describe_exit,
     reap,
     run_time_limit,
     signal_group,
 )
+from .relay import Desk
 from .running import Event, Origin, RunningTask, TaskState
 from .task_process import TaskProcess, run_spare
 
@@ -134,7 +138,11 @@ class TaskRunner:
                 signal_group(task.pid, signal.SIGTERM)
         elif new is TaskState.ENDED:
             self.tasks.remove(task)
+            self.forget(task)
             self.ended(task, old, detail)
+
+    def forget(self, task: RunningTask) -> None:
+        """`task`'s process is gone: drop what the runner kept to talk to it."""
 
     def ended(self, task: RunningTask, old: TaskState, status: int | None) -> None:
         """A task's process is gone: put it back, or apply the rule for an end without
@@ -217,9 +225,11 @@ class InProcessRunner(TaskRunner):
 class ForkedRunner(TaskRunner):
     """Runs each task in a process of its own, in a session of its own.
 
-    One spare process is forked ahead and waits on a pipe; a task is reserved and
-    started for its pid, then handed to it. Task processes say on the notices pipe when
-    their outcome is stored and when they are done, which frees their slot at once.
+    One spare process is forked ahead and waits on its line (`processes.Channel`); a task
+    is reserved and started for its pid, then handed to it. A task process asks its
+    worker to write its outcome, progress and checkpoints (`serve`: the worker writes,
+    then answers), and says on the notices pipe when its outcome is stored and when it
+    is done, which frees its slot at once.
     """
 
     can_detach = True
@@ -231,6 +241,8 @@ class ForkedRunner(TaskRunner):
         self.in_task_process: TaskProcess | None = None
         self._spare: Spare | None = None
         self.notices: DoneNotices | None = None
+        #: the lines to the running task processes, and the writes they ask for
+        self.desk = Desk(worker)
         self.exiting: set[int] = set()  # done with their task, not reaped yet
         self._sigchld: Any = None
         # what a turn of the loop looks at costs nothing per running task unless a child
@@ -251,13 +263,13 @@ class ForkedRunner(TaskRunner):
         self.notices = DoneNotices()
 
     def wakeup_fds(self) -> list[int]:
-        return [self.notices.read] if self.notices else []
+        return [self.notices.read, *self.desk.fds()] if self.notices else []
 
     # -- the spare -------------------------------------------------------------------------------
     def spare(self) -> Spare:
         """The process forked ahead for the next task (made when missing)."""
         if self._spare is None:
-            self._spare = Spare(self.task_process)
+            self._spare = Spare(self.task_process, inherited=self.desk.channels())
         return self._spare
 
     def next_process(self) -> tuple[int, str | None]:
@@ -285,16 +297,18 @@ class ForkedRunner(TaskRunner):
             self.exiting.add(spare.pid)
             self.apply(task, Event.INTERRUPT)
             self.apply(task, Event.ENDED)
+        else:
+            self.desk.open(spare.pid, spare.channel)
         self.spare()  # the next one, forked while this task runs
 
-    def task_process(self, receive: Callable[[], dict[str, Any] | None]) -> int:
-        """The body of a spare: get ready, wait for a task (`receive`), run it (see
+    def task_process(self, channel: Channel) -> int:
+        """The body of a spare: get ready, wait for a task on `channel`, run it (see
         `task_process.run_spare`). In this process, the outcomes the worker's hooks record
         are told to the worker's process by the `TaskProcess` this runner hands them to."""
         def hand_over(side: TaskProcess) -> None:
             self.in_task_process = side
 
-        return run_spare(self.worker, self.notices, receive, hand_over)
+        return run_spare(self.worker, self.notices, channel, hand_over)
 
     def recorded(self, job: Job) -> None:
         if self.in_task_process is not None:
@@ -305,6 +319,39 @@ class ForkedRunner(TaskRunner):
     def spare_from_stop(self) -> None:
         if self.in_task_process is not None:
             self.in_task_process.spare_from_stop()
+
+    def forget(self, task: RunningTask) -> None:
+        if task.pid is not None:
+            self.desk.close(task.pid)
+
+    # -- what task processes ask -------------------------------------------------------------
+    def serve_requests(self, by_pid: dict[int, RunningTask]) -> None:
+        """Write what the task processes asked since the last turn (and the outcomes due
+        for another try), and answer each."""
+        for task, request in self.desk.heard(by_pid) + self.desk.due(by_pid):
+            self.serve(task, request)
+
+    def serve(self, task: RunningTask, request: Payload) -> None:
+        """In the worker's process: write what `task`'s process asked, then answer it."""
+        reply = self.write(task, request)
+        if reply is not None:
+            self.answer(task, reply)
+
+    def write(self, task: RunningTask, request: Payload) -> Payload | None:
+        """Write what `task`'s process asked, fenced by its attempt (see `relay.Desk`); an
+        outcome recorded moves the task on at once (a cancel seen later no longer stops
+        its process, whose hooks follow), unless its process was already told to stop
+        for its cancel (it says so itself if it lives on; if not, the task is
+        `process_canceled`). The answer, or None while the outcome waits for Redis."""
+        reply = self.desk.write(task, request)
+        if (reply is not None and reply.get("reply") == "recorded"
+                and task.state is not TaskState.CANCELING):
+            self.apply(task, Event.RECORDED)
+        return reply
+
+    def answer(self, task: RunningTask, reply: Payload) -> None:
+        """Tell `task`'s process what came of its request."""
+        self.desk.answer(task, reply)
 
     # -- what happened -----------------------------------------------------------------------------
     def _on_sigchld(self, signum: int, frame: Any) -> None:
@@ -332,21 +379,25 @@ class ForkedRunner(TaskRunner):
             self.worker.set_status("waiting")
 
     def collect_ended(self, reaping: bool) -> None:
-        """Apply the ends of task processes: reaped (when `reaping`), or told on the
-        notices pipe."""
+        """Apply what task processes said on the notices pipe and asked on their lines,
+        then the ends of those reaped (when `reaping`)."""
         by_pid = self.forked() if reaping else {}
         # reaped first: every notice an ended process gave is in the pipe by now
         ended = reap(by_pid)
         notices = self.notices.collect() if self.notices else []
-        if notices and not reaping:
+        if (notices or self.desk.busy) and not reaping:
             by_pid = self.forked()
         for kind, pid in notices:
             task = by_pid.get(pid)
-            if task is not None:
+            if kind == DoneNotices.ASKING:
+                self.desk.announced(pid)
+            elif task is not None:
                 self.apply(task, Event.RECORDED)
                 if kind == DoneNotices.DONE:
                     self.exiting.add(pid)
                     self.apply(task, Event.ENDED)
+        if self.desk.busy:  # what an ended process asked before it ended is served too
+            self.serve_requests(by_pid)
         for pid, status in ended:
             self.exiting.discard(pid)
             self.apply(by_pid[pid], Event.ENDED, status)  # ignored if it said it was done
@@ -416,6 +467,7 @@ class ForkedRunner(TaskRunner):
 
     def close(self) -> None:
         self.drop_spare()
+        self.desk.close_all()  # tasks left running (detached) write for themselves
         self.reap_exiting(wait=True)
         if self.notices is not None:
             self.notices.close()

@@ -99,6 +99,9 @@ class RunningTask:
     stalled_since: float | None = None
     #: when its process gets SIGKILL after a cancel (monotonic; None: not canceling)
     kill_at: float | None = None
+    #: when the worker tries again to record the outcome its process sent, which Redis
+    #: could not take (monotonic; None: no outcome waits)
+    retry_at: float | None = None
     #: the deadline of its lease as last written by this worker (see `Lease.written`)
     lease: str = ""
     #: when the beat last read its progress (Unix time; 0: never)
@@ -213,9 +216,9 @@ class RunningTasks:
 
     def watched(self) -> bool:
         """True when some task needs the loop to look often (a run time limit, adoption,
-        a cancel's grace period)."""
+        a cancel's grace period, an outcome to try again)."""
         return any(t.max_run_time or t.origin is Origin.ADOPTED or t.kill_at is not None
-                   for t in self.snapshot())
+                   or t.retry_at is not None for t in self.snapshot())
 
     # -- events from other threads ---------------------------------------------------------
     def post(self, task: RunningTask, event: Event, detail: Any = None) -> None:

@@ -1,11 +1,14 @@
 """Inside a task process: the spare's body (get ready, wait for a task, run it) and
 `TaskProcess`, which runs the one task and tells the worker's process how far it got.
 
-A spare is forked ahead by `runners.ForkedRunner` (see `processes.Spare`). Once it has
-its task, the outcome steps of the worker's hooks (run here, by `TaskHost.perform`) are
-told to the worker's process on the notices pipe: first that the outcome is stored, then
-that the process is done. If the worker dies, the task process renews its own lease and
-records its own outcome (`heartbeat.watch_orphaned`).
+A spare is forked ahead by `runners.ForkedRunner` (see `processes.Spare`); it opens no
+Redis connection. Once it has its task, the worker's hooks run here (`TaskHost.perform`),
+and what they write (the outcome, its `Error`, the progress and checkpoints of the task)
+the worker's process writes for them (see `relay`); then the notices pipe tells the
+worker that the outcome is stored, and that the process is done. If the worker dies, the
+task process renews its own lease (`heartbeat.watch_orphaned`) and records its own
+outcome, on a connection of its own; so does the task's own code that uses Redis
+(redis-py connects at its first command).
 """
 
 from __future__ import annotations
@@ -13,13 +16,14 @@ from __future__ import annotations
 import logging
 import os
 import signal
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable
 
-from ..connection.clients import open_connection, private_client
+from ..connection.clients import private_client
 from ..exceptions import REDIS_AWAY
 from ..protocol.scripts import Reservation, Scripts
 from .heartbeat import watch_orphaned
-from .processes import EXIT_REDIS_UNAVAILABLE, DoneNotices
+from .processes import EXIT_REDIS_UNAVAILABLE, Channel, DoneNotices
+from .relay import WorkerLink, relay_through
 from .running import Origin, RunningTask
 
 if TYPE_CHECKING:
@@ -27,14 +31,14 @@ if TYPE_CHECKING:
     from .contract import TaskHost
 
 
-def run_spare(host: TaskHost, notices: DoneNotices | None,
-              receive: Callable[[], dict[str, Any] | None],
+def run_spare(host: TaskHost, notices: DoneNotices | None, channel: Channel,
               hand_over: Callable[[TaskProcess], None]) -> int:
-    """The body of a spare: connect, watch for the worker's death, wait for a task
-    (`receive`: None when the worker stops or replaces this spare), then run it as a
+    """The body of a spare: watch for the worker's death, wait for a task on `channel`
+    (its end closed when the worker stops or replaces this spare), then run it as a
     `TaskProcess`, handed to `hand_over` first (the runner tells it the outcomes the
-    hooks record). Returns the process's exit code."""
-    open_connection(host.job_model.client())
+    hooks record), the worker writing what it writes (`relay`). Returns the process's
+    exit code."""
+    parent = os.getppid()
     slot: list[RunningTask] = []
     watch_orphaned(lambda: slot[0] if slot else None,
                    lambda: Scripts(private_client(host.job_model.client()),
@@ -43,13 +47,15 @@ def run_spare(host: TaskHost, notices: DoneNotices | None,
                    host.liveness_timeout,
                    lambda task, status: host.log(
                        host.job_lost_message(task.job, task.queue, status), logging.ERROR))
-    payload = receive()
+    payload = channel.receive()
     if payload is None:
         return 0
     reservation = Reservation.from_payload(payload)
     job = host.models.job_for(reservation)  # its model, checked by `Worker.prepare`
     slot.append(RunningTask(job, host.queue(reservation.queue), Origin.FORKED,
                             pid=os.getpid()))
+    if notices is not None:
+        relay_through(host, job, WorkerLink(channel, notices, parent))
     side = TaskProcess(host, notices, slot[0], on_recorded=slot.clear)
     hand_over(side)
     return side.run()

@@ -28,6 +28,7 @@ from ..exceptions import (
     Delay,
     InvalidParameters,
     LimpydBluequeError,
+    MisfitKeySetAside,
     ProtocolError,
     QuarantinedTask,
     TaskKilled,
@@ -212,7 +213,7 @@ class Worker(WorkerSettings):
         self.register()
         self.wakeups = WakeUps(private_client(self.queue_model.client()),
                                self.queue_model.wake_channels(self.queues),
-                               also=self.runner.wakeup_fds())
+                               also=self.runner.wakeup_fds)
         self.tasks.wake = self.wakeups.wake
         self.keeper = self.make_keeper()
         self.keeper.start()  # also says, at once, that this worker is alive
@@ -480,8 +481,8 @@ class Worker(WorkerSettings):
     def passed_over(self, passed: PassedOver) -> None:
         """What a reserve step passed over: ids that were not pending tasks (one line with
         their count), quarantined tasks (`task_quarantined` each), queues with a key of
-        another type (one line a minute each), tasks past their ttl (expired, one line);
-        the other queues went on."""
+        another type (`key_set_aside`, else one line a minute each), tasks past their ttl
+        (expired, one line); the other queues went on."""
         if passed.expired:
             self.log(f"expired {len(passed.expired)} task(s) not started within their ttl "
                      f"(first: {printable(passed.expired[0])})")
@@ -492,9 +493,35 @@ class Worker(WorkerSettings):
             self.task_quarantined(task_id, self.queue(queue_name), problem)
         now = time.monotonic()
         for queue_name, problem in passed.broken.items():
+            misfit = passed.misfits.get(queue_name)
+            if misfit is not None and self.key_set_aside(self.queue(queue_name), *misfit):
+                continue
             if self._broken_logged.get(queue_name, 0.0) <= now:
                 self._broken_logged[queue_name] = now + 60
                 self.log(f"[{queue_name}] skipped: {problem!a}", logging.ERROR)
+
+    def key_set_aside(self, queue: Queue, key: str, kind: str) -> bool:
+        """A structure of `queue` holds another type of value than `kind` (a reserve step
+        said so): move it aside (`Queue.set_aside`) so that the queue goes on at the next
+        turn, store an `Error` of the queue (`MisfitKeySetAside`) and log one line. True
+        when the queue may go on (moved, or of its type again)."""
+        try:
+            moved = queue.set_aside(key, kind, self.id)
+        except LimpydBluequeError as refused:
+            self.log(f"[{queue.pk.get()}] {key!a} could not be set aside: {refused}",
+                     logging.ERROR)
+            return False
+        if moved is None:
+            return True
+        error = MisfitKeySetAside(key, moved[0], kind, moved[1])
+        if self.save_errors:
+            try:
+                self.error_model.add_queue_error(queue.pk.get(), error, ttl=self.error_ttl)
+            except REDIS_AWAY as away:
+                self.log(f"[{queue.pk.get()}] its Error record was not stored: {away}",
+                         logging.ERROR)
+        self.log(f"[{queue.pk.get()}] {error}", logging.ERROR)
+        return True
 
     def task_quarantined(self, task_id: str, queue: Queue, problem: str) -> None:
         """A task that could not be run as it is was failed and filed by the reserve step:

@@ -2,9 +2,12 @@
 
 Three `blueque-worker` processes run tasks of random length while workers are killed
 with SIGKILL (sometimes with their task processes) or stopped with SIGTERM, and
-restarted, and Redis itself is killed and restarted once. Then every task must be
-complete, none lost or stuck, no reserved list, started set or lease left, and a task
-may have run more than once only if a process running it was killed.
+restarted, and Redis itself is killed and restarted once. The workers also kill
+themselves now and then in the middle of an exchange with a task process: when its
+outcome has come but before they write it, or once they wrote it but before they answer
+(`relay_workers.SometimesKilled`). Then every task must be complete, none lost or
+stuck, no reserved list, started set or lease left, and a task may have run more than
+once only if a process running it was killed.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import psutil
 import pytest
 import redis
 from helpers import alive, kill, read_events, read_runs, wait_for, worker_command
+from relay_workers import HERE
 
 from limpyd_blueque import Client
 from limpyd_blueque.connection.embedded import EmbeddedRedis
@@ -28,6 +32,9 @@ TASKS = 100
 CHAOS_SECONDS = 20
 FINISH_SECONDS = 120
 MODES = ("wait", "detach", "requeue")
+#: how often a worker kills itself at an outcome's write or answer (see relay_workers.py)
+KILL_RATE = 0.04
+KILL_POINTS = ("killed-before-writing", "killed-before-answering")
 
 pytestmark = pytest.mark.crash
 
@@ -37,7 +44,7 @@ class Fleet:
 
     def __init__(self, url, log_path):
         self.url = url
-        self.env = {**os.environ, "CRASH_LOG": str(log_path)}
+        self.env = {**os.environ, "CRASH_LOG": str(log_path), "RELAY_KILL_RATE": str(KILL_RATE)}
         self.workers = {}
         self.killed = set()       # task processes this test killed
         self.counts = defaultdict(int)
@@ -47,7 +54,8 @@ class Fleet:
             self.url, "--queues=crash", "--job-model=jobs.CrashJob", "--concurrency=2",
             "--ttr=3", "--heartbeat-interval=0.5", "--clean-interval=0.5", "--timeout=0.5",
             "--max-attempts=1000", "--max-loops=100000", f"--on-terminate={MODES[slot]}",
-            "--terminate-timeout=1", "--no-title", "--logger-level=WARNING")
+            "--terminate-timeout=1", "--no-title", "--logger-level=WARNING",
+            f"--pythonpath={HERE}", "--worker-class=relay_workers.SometimesKilled")
         self.workers[slot] = subprocess.Popen(command, env=self.env, stdout=subprocess.DEVNULL,
                                               stderr=subprocess.DEVNULL)
         self.counts["workers started"] += 1
@@ -169,6 +177,9 @@ def test_every_task_completes_through_killed_workers_and_a_redis_restart(tmp_pat
         with capsys.disabled():
             ended_again = sum(1 for task_runs in reruns.values()
                               if sum(ended for _, ended in task_runs) > 1)
+            for point in KILL_POINTS:
+                fleet.counts[f"workers {point.replace('-', ' ')}"] = sum(
+                    1 for event, _, _ in read_events(log_path) if event == point)
             counts = dict(fleet.counts, tasks=TASKS, runs=sum(len(r) for r in runs.values()),
                           **{"tasks run more than once": len(reruns),
                              "tasks that ran to their end more than once": ended_again})

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 
 import pytest
 from helpers import kill, kill_task_processes, start_worker, wait_for
 from jobs import events
+from relay_workers import HERE
 
-from limpyd_blueque import Queue
+from limpyd_blueque import Error, Queue
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.recovery]
 SAME_MACHINE_BOUND = 2.0
@@ -156,3 +158,57 @@ def test_a_worker_stopped_for_a_few_seconds_keeps_its_task(workers, conn):
     wait_for(lambda: job.status.hget() == "complete", timeout=30)
     assert len(begins(conn, job)) == 1
     assert job.attempt.hget() == "1"
+
+
+# -- a worker killed during the exchange with its task process ------------------------------
+#: the worker classes of relay_workers.py, by the point where they die of SIGKILL
+KILL_POINTS = {"before writing": "relay_workers.KilledBeforeWriting",
+               "between writing and answering": "relay_workers.KilledBeforeAnswering"}
+#: a RecordingJob's parameters, the worker's options, then the status and the last hooks
+OUTCOMES = {
+    "complete": ('{"n": 1}', (), "complete", ["ran", "on_success"]),
+    "failed": ('{"fail": "no"}', ("--requeue-times=0",), "failed", ["on_error"]),
+    "requeued": ('{"fail": "no"}', ("--requeue-times=1", "--requeue-delay-delta=0"),
+                 "pending", ["on_error", "on_requeued"]),
+}
+
+
+@pytest.mark.parametrize("outcome", list(OUTCOMES))
+@pytest.mark.parametrize("point", list(KILL_POINTS))
+def test_a_worker_killed_during_the_exchange_loses_no_outcome_and_records_none_twice(
+        redis_url, conn, tmp_path, capsys, point, outcome):
+    """The task process sent its outcome; its worker dies of SIGKILL before writing it (the
+    task process, orphaned, records it itself), or once it wrote it but before answering
+    (the task process's own step is refused: it finds its attempt's outcome stored and
+    goes on to its hooks as recorded). Either way: that outcome, once; the hooks that
+    follow it, in the task process, once; nothing skipped, nothing failed in its stead."""
+    parameters, options, status, hooks = OUTCOMES[outcome]
+    job = Queue.named("relay").enqueue(parameters)
+    log = tmp_path / "worker.log"
+    with open(log, "w") as output:
+        worker = start_worker(redis_url, f"--pythonpath={HERE}", "--queues=relay",
+                              "--job-model=jobs.RecordingJob", "--timeout=0.2", "--no-title",
+                              f"--worker-class={KILL_POINTS[point]}", *options,
+                              stdout=output, stderr=subprocess.STDOUT)
+    assert worker.wait(timeout=30) == -signal.SIGKILL  # it died at that point
+    wait_for(lambda: hooks[-1] in [e["event"] for e in events(conn, job.task_id)], timeout=20)
+    seen = events(conn, job.task_id)
+    task_process = {e["pid"] for e in seen if e["event"] == "run"}
+    assert [e["event"] for e in seen] == ["on_started", "run", *hooks]
+    assert {e["pid"] for e in seen} == task_process and worker.pid not in task_process
+    assert (job.status.hget(), job.attempt.hget()) == (status, "1")
+    assert "the task process records its outcome itself" in log.read_text()
+    if outcome == "complete":
+        assert job.result.hget() == '{"done":1}'
+        assert conn.lrange("blueque_complete_tasks_relay", 0, -1) == [job.task_id]
+        assert Error.collection(job_pk=job.task_id).instances() == []
+    else:
+        assert job.error.hget() == "ValueError: no"
+        errors = Error.collection(job_pk=job.task_id).instances()
+        assert [(e.type.hget(), e.attempt.hget()) for e in errors] == [("ValueError", "1")]
+    if outcome == "requeued":  # in line: the next reserve takes it, in its next attempt
+        taken, _ = Queue.reserve_from(["relay"], "next.host_1", pid=1)
+        assert (taken.task_id, taken.task.attempt) == (job.task_id, 2)
+    who = "the task process" if point == "before writing" else "the worker, then recognized"
+    report(capsys, f"\nworker killed {point}, {outcome}: recorded once (by {who}), "
+           f"{', '.join(hooks)} in the task process")

@@ -26,7 +26,13 @@
 -- others by the writes Redis refuses with nothing changed (`redis.pcall`), what was
 -- written before one undone; the keys of a utube task's key first. A key of another
 -- type refuses the step as before, naming the first misfit of KEYS[1] to KEYS[11].
-local function refused(reply) return type(reply) == 'table' and reply.err ~= nil end
+-- true when Redis refused a command on a key of another type (nothing changed); any other
+-- error (a full Redis refusing the step's first write, say) ends the step with it
+local function refused(reply)
+    if type(reply) ~= 'table' or reply.err == nil then return false end
+    if string.sub(reply.err, 1, 9) ~= 'WRONGTYPE' then error(reply.err, 0) end
+    return true
+end
 local MISFITS = {{KEYS[1], 'hash'}, {KEYS[2], 'list'}, {KEYS[3], 'set'},
     {KEYS[4], 'list'}, {KEYS[5], 'zset'}, {KEYS[6], 'hash'}, {KEYS[7], 'hash'},
     {KEYS[8], 'zset'}, {KEYS[9], 'list'}, {KEYS[10], 'zset'}, {KEYS[11], 'list'}}
@@ -53,19 +59,22 @@ if pid == '' then pid = got[6] or '' end
 -- is kept when the write changed something)
 local undo = {}
 local function try(reply, inverse)
-    if refused(reply) then
+    if type(reply) == 'table' and reply.err ~= nil then
         for j = #undo, 1, -1 do undo[j]() end
+        refused(reply)  -- an error other than a key of another type ends the step with it
         return false
     end
     if inverse and reply ~= 0 then undo[#undo + 1] = inverse end
     return true
 end
 local member = listener .. ' ' .. pid .. ' ' .. id
-if not (try(redis.pcall('LPUSH', list, id), function() redis.call('LPOP', list) end)
-        and try(redis.pcall('LREM', KEYS[2], 1, id),
+-- (a removal first: a full Redis refuses a step whose first write may use memory, and
+-- lets one finish once it has written)
+if not (try(redis.pcall('LREM', KEYS[2], 1, id),
             function() redis.call('LPUSH', KEYS[2], id) end)
         and try(redis.pcall('SREM', KEYS[3], member),
             function() redis.call('SADD', KEYS[3], member) end)
+        and try(redis.pcall('LPUSH', list, id), function() redis.call('LPOP', list) end)
         and try(redis.pcall('ZREM', KEYS[5], id))) then
     return refuse_misfit(MISFITS) or redis.error_reply('BADKEY a key of the task holds '
         .. 'a value of another type')

@@ -53,7 +53,13 @@ local NUMBER_FIELDS = {'attempt', 'created', 'updated', 'eta', 'pid', 'ttr', 'ma
     'error_ttl'}
 local dropped, quarantined, broken, expired, passed = {}, {}, {}, {}, 0
 
-local function refused(reply) return type(reply) == 'table' and reply.err ~= nil end
+-- true when Redis refused a command on a key of another type (nothing changed); any other
+-- error (a full Redis refusing the step's first write, say) ends the step with it
+local function refused(reply)
+    if type(reply) ~= 'table' or reply.err == nil then return false end
+    if string.sub(reply.err, 1, 9) ~= 'WRONGTYPE' then error(reply.err, 0) end
+    return true
+end
 
 -- every structure of a queue with its type: named in a report when one is refused
 local function structures(k)
