@@ -81,7 +81,8 @@ TOKEN_VAR = "BENCH_CONCURRENCY_TOKEN"
 REFERENCE_MODULES = ("limpyd_blueque", "limpyd_blueque.cli", "concurrency_tasks")
 FULL = {"levels": [1, 2, 50, 500], "window": 60.0, "probes": 20, "settle": 2.0}
 QUICK = {"levels": [1, 2], "window": 10.0, "probes": 10, "settle": 1.0}
-TARGETS = {"pss_ratio_max": 1.5, "cmds_per_s_per_1000_max": 50.0, "pickup_p99_ms_max": 10.0}
+#: issue #28: PSS and pickup at N=500 (the highest level); the Redis load, an earlier issue's
+TARGETS = {"pss_ratio_max": 2.0, "cmds_per_s_per_1000_max": 50.0, "pickup_p99_ms_max": 10.0}
 MIB = 1024 * 1024
 #: seconds of the peers' Redis window: RQ's per-job heartbeats come every 30 s
 PEER_WINDOW = 30.0
@@ -536,18 +537,17 @@ def targets(levels: list[dict[str, Any]]) -> dict[str, Any]:
     if not ok:
         return {}
     top = max(ok, key=lambda level: level["n"])
-    worst_ratio = max(level["pss_ratio"] for level in ok)
+    at_top = f"N={top['n']}" + ("" if top["n"] >= 500 else " (the target is for N=500)")
     per_1000 = top["running"]["redis"]["per_s_per_1000_tasks"]
     fit = fit_line([(level["n"], level["running"]["redis"]["per_s"]) for level in ok])
     result: dict[str, Any] = {
-        "pss_ratio": {"value": worst_ratio, "max": TARGETS["pss_ratio_max"], "at": "worst level",
-                      "met": worst_ratio <= TARGETS["pss_ratio_max"]},
+        "pss_ratio": {"value": top["pss_ratio"], "max": TARGETS["pss_ratio_max"], "at": at_top,
+                      "met": top["pss_ratio"] <= TARGETS["pss_ratio_max"]},
         "redis_per_1000_tasks": {"value": per_1000, "max": TARGETS["cmds_per_s_per_1000_max"],
                                  "at": f"N={top['n']}",
                                  "met": per_1000 < TARGETS["cmds_per_s_per_1000_max"]},
         "pickup_p99": {"value": top["pickup"]["p99_ms"], "max": TARGETS["pickup_p99_ms_max"],
-                       "at": f"N={top['n']}" + ("" if top["n"] >= 500 else " (the target is "
-                                                "for N=500)"),
+                       "at": at_top,
                        "met": top["pickup"]["p99_ms"] < TARGETS["pickup_p99_ms_max"]},
     }
     if fit is not None:

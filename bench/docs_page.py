@@ -6,10 +6,12 @@ The page is generated, so that its tables, its targets and the run cannot disagr
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import statistics
 from pathlib import Path
+from typing import Callable
 
 HERE = Path(__file__).parent
 RESULTS = HERE / "results"
@@ -19,19 +21,33 @@ LB_IN, LB_FORK = "limpyd_blueque/worker-inprocess", "limpyd_blueque/worker-fork"
 LB_FORK2 = "limpyd_blueque/worker-fork2"
 
 
+NOT_MEASURED = "not measured in this run"
+
+
 def rst_table(markdown: str) -> str:
     """A markdown pipe table as an RST simple table."""
     rows = [[cell.strip() for cell in line.strip().strip("|").split("|")]
             for line in markdown.strip().splitlines() if line.strip() and not line.startswith("|---")]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    border = " ".join("=" * width for width in widths)
-    lines = [border, " ".join(c.ljust(w) for c, w in zip(rows[0], widths)).rstrip(), border]
-    lines += [" ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows[1:]]
-    return "\n".join(lines + [border])
+    return rst_rows(rows[0], rows[1:])
 
 
-def section(markdown: str, start: str, end: str) -> str:
-    return markdown[markdown.index(start):markdown.index(end)].strip()
+def markdown_table(markdown: str, header: str) -> str | None:
+    """The pipe table of `latest.md` whose header line starts with `header` (None when
+    the run did not write it)."""
+    lines = markdown.splitlines()
+    first = next((i for i, line in enumerate(lines) if line.startswith(header)), None)
+    if first is None:
+        return None
+    end = first
+    while end < len(lines) and lines[end].startswith("|"):
+        end += 1
+    return "\n".join(lines[first:end])
+
+
+def page_table(markdown: str, header: str) -> str:
+    """`markdown_table` as RST, or a sentence saying the run did not measure it."""
+    found = markdown_table(markdown, header)
+    return rst_table(found) if found else NOT_MEASURED[0].upper() + NOT_MEASURED[1:] + "."
 
 
 def fmt(value: float, digits: int = 0) -> str:
@@ -97,219 +113,302 @@ once) and extended by one write per queue, cancels come from one set per queue, 
 progress is read only for tasks with a stall timeout."""
 
 
-def concurrency_values(many: dict) -> dict:
-    """The figures of bench/concurrency.py the targets read (the highest level measured)."""
-    levels = [level for level in many["levels"] if "error" not in level]
-    top = max(levels, key=lambda level: level["n"])
-    worst = max(levels, key=lambda level: level["pss_ratio"])
-    return {
-        "n_top": top["n"], "pss_ratio": worst["pss_ratio"], "pss_n": worst["n"],
-        "pss_task": worst["running"]["tasks"]["pss_median"] / 2**20,
-        "uss_task": worst["running"]["tasks"]["uss_median"] / 2**20,
-        "pss_bare": worst["bare_fork"]["pss_median"] / 2**20,
-        "uss_bare": worst["bare_fork"]["uss_median"] / 2**20,
-        "pss_redis": worst["bare_fork_redis"]["pss_median"] / 2**20,
-        "uss_redis": worst["bare_fork_redis"]["uss_median"] / 2**20,
-        "pss_ratio_redis": worst["pss_ratio_redis"],
-        "fork_ms": statistics.median(level["bare_fork"]["fork_ms"] for level in levels),
-        "per_1000": top["running"]["redis"]["per_s_per_1000_tasks"],
-        "per_s_top": top["running"]["redis"]["per_s"],
-        "pickup_p50_top": top["pickup"]["p50_ms"], "pickup_p99_top": top["pickup"]["p99_ms"],
-        "start_top": top["running"]["start"]["all_running_s"],
-    }
+# -- the targets of issue #28 -------------------------------------------------------------
+#: a target: its name, what the run measured (or NOT_MEASURED), and whether it is met
+#: (None: not measured)
+Target = tuple[str, str, "bool | None"]
+FLOOR, HUEY = "floor/inprocess", "huey/thread1"
+BLUEQUE_LISTEN, BLUEQUE_FORK = "blueque/listen", "blueque/fork"
+LB_ROWS = (LB_IN, LB_FORK, LB_FORK2)
+#: the rows whose worker side the Redis work targets read: row, name on the page, key of
+#: its values (`targets`)
+WORKER_SIDE = ((LB_IN, "in-process", "in"), (LB_FORK, "fork per task", "fork"))
+#: the level of bench/concurrency.py the "many running" targets read
+RUNNING = 500
+SCALING_SMALL, SCALING_LARGE = 1_000, 1_000_000
 
 
-def targets(data: dict, many: dict) -> tuple[list[tuple[str, str, bool]], dict]:
-    s, r = data["summary"], data["ratios"]
+class Figures:
+    """The figures of one run that the targets read: None for any this run did not
+    measure (results of an older harness lack the newer figures)."""
 
-    def med(row: str, figure: str) -> float:
-        return s[row][figure]["median"]
+    def __init__(self, data: dict, many: dict | None) -> None:
+        """`data`: results/latest.json; `many`: results/concurrency.json (None: absent)."""
+        self.data = data
+        self.many = many
 
-    scaling = {entry["pending"]: entry for entry in data["scaling"]["limpyd_blueque"]["raw"]["scaling"]}
-    small, large = scaling[min(scaling)], scaling[max(scaling)]
-    raw = data["scaling"]["limpyd_blueque"]["raw"]
-    v = {
-        "drain_in": med(LB_IN, "drain_per_s"), "drain_in_ratio": r[LB_IN]["drain_per_s"]["vs_best_peer"],
-        "drain_in_best": r[LB_IN]["drain_per_s"]["best_peer"],
-        "drain_fork": med(LB_FORK, "drain_per_s"), "drain_blueque_fork": med("blueque/fork", "drain_per_s"),
-        "drain_fork2": med(LB_FORK2, "drain_per_s"),
-        "p50_in": med(LB_IN, "latency_p50_ms"), "p99_in": med(LB_IN, "latency_p99_ms"),
-        "p50_fork": med(LB_FORK, "latency_p50_ms"), "p99_fork": med(LB_FORK, "latency_p99_ms"),
-        "enqueue": med(LB_IN, "enqueue_per_s"), "enqueue_huey": med("huey/thread1", "enqueue_per_s"),
-        "enqueue_floor": med("floor/inprocess", "enqueue_per_s"),
-        "bulk": med(LB_IN, "enqueue_bulk_per_s"),
-        "rt_enqueue": med(LB_IN, "rt_enqueue"), "rt_in": med(LB_IN, "rt_worker"),
-        "rt_fork": med(LB_FORK, "rt_worker"),
-        "mem": med(LB_IN, "mem_pending_bytes"), "mem_blueque": med("blueque/listen", "mem_pending_bytes"),
-        "filter_1k": raw["error_filter_1000_ms"], "filter_100k": raw["error_filter_100000_ms"],
-        **concurrency_values(many),
-    }
-    v["drain_fork_ratio"] = v["drain_fork"] / v["drain_blueque_fork"]
-    v["drain_fork2_ratio"] = v["drain_fork2"] / v["drain_fork"]
-    v["enqueue_ratio"] = v["enqueue"] / v["enqueue_huey"]
-    v["enqueue_floor_ratio"] = v["enqueue_floor"] / v["enqueue_huey"]
-    v["bulk_ratio"] = r[LB_IN]["enqueue_bulk_per_s"]["vs_best_peer"]
-    growth = {op: large[f"{op}_us"] / small[f"{op}_us"] - 1 for op in ("enqueue", "reserve", "complete")}
-    v["growth_text"] = ", ".join(f"{op} {growth[op]:+.0%}" for op in growth)
-    rows = [
-        ("drain in-process at least 1.1 x the fastest peer",
-         f"{fmt(v['drain_in'])}/s: {v['drain_in_ratio']:.2f} x {v['drain_in_best']}",
-         v["drain_in_ratio"] >= 1.1),
-        (FORK_TARGET,
-         f"{fmt(v['drain_fork'])}/s: {v['drain_fork_ratio']:.2f} x ({fmt(v['drain_blueque_fork'])})",
-         v["drain_fork_ratio"] >= 1.5),
-        (FORK2_TARGET,
-         f"{fmt(v['drain_fork2'])}/s: {v['drain_fork2_ratio']:.2f} x", v["drain_fork2_ratio"] >= 1.7),
-        ("pickup latency in-process: p50 <= 1.5 ms, p99 < 5 ms",
-         f"{v['p50_in']:.2f} ms, {v['p99_in']:.2f} ms", v["p50_in"] <= 1.5 and v["p99_in"] < 5),
-        (PICKUP_FORK_TARGET, f"{v['p50_fork']:.2f} ms, {v['p99_fork']:.2f} ms",
-         v["p50_fork"] <= 2.5 and v["p99_fork"] < 5),
-        (ENQUEUE_TARGET,
-         f"{fmt(v['enqueue'])}/s: {v['enqueue_ratio']:.2f} x ({fmt(v['enqueue_huey'])})",
-         v["enqueue_ratio"] >= 1.1),
-        ("bulk enqueue at least 30,000/s", f"{fmt(v['bulk'])}/s", v["bulk"] >= 30_000),
-        ("round trips: enqueue 1, worker 2 in-process, 3 forking",
-         f"{v['rt_enqueue']:.2f}; {v['rt_in']:.2f}; {v['rt_fork']:.2f}",
-         v["rt_enqueue"] <= 1.01 and v["rt_in"] <= 2.01 and v["rt_fork"] <= 3.01),
-        ("memory per pending task <= 1.2 x blueque's",
-         f"{fmt(v['mem'])} B: {v['mem'] / v['mem_blueque']:.2f} x ({fmt(v['mem_blueque'])} B)",
-         v["mem"] <= 1.2 * v["mem_blueque"]),
-        ("enqueue/reserve/complete at 1M within 10 % of 1k",
-         ", ".join(f"{growth[op]:+.0%}" for op in ("enqueue", "reserve", "complete")),
-         all(g <= 0.10 for g in growth.values())),
-        ("error filtering never scans all errors",
-         f"{v['filter_1k']:.3f} ms at 1k, {v['filter_100k']:.3f} ms at 100k",
-         v["filter_100k"] <= 1.5 * v["filter_1k"]),
-        (PSS_TARGET, f"{v['pss_ratio']:.2f} x at N={v['pss_n']} ({v['pss_task']:.1f} against "
-                     f"{v['pss_bare']:.1f} MiB)", v["pss_ratio"] <= 1.5),
-        ("Redis load of 1,000 running tasks under 50 commands/s",
-         f"{v['per_1000']:.0f}/s (N={v['n_top']}, every command a script runs counted)",
-         v["per_1000"] < 50),
-        (PICKUP_500_TARGET, f"{v['pickup_p99_top']:.2f} ms (N={v['n_top']})",
-         v["pickup_p99_top"] < 10 and v["n_top"] >= 500),
+    def median(self, row: str, figure: str) -> float | None:
+        """The median over repetitions of a row's figure."""
+        stats = self.data["summary"].get(row, {}).get(figure)
+        return stats["median"] if stats else None
+
+    def pooled(self, rows: tuple[str, ...], figure: str) -> float | None:
+        """The median of a figure over the repetitions of several rows (a figure that
+        does not depend on the worker's mode, measured once per row)."""
+        per_rep = self.data.get("per_repetition", {})
+        values = [value for row in rows for value in per_rep.get(row, {}).get(figure, {}).values()
+                  if value is not None]
+        return statistics.median(values) if values else None
+
+    def ratio(self, rows: tuple[str, ...] | str, other: str, figure: str) -> float | None:
+        """`figure` of `rows` over that of `other` in the same repetition; the median of
+        those ratios over repetitions (and rows, when several)."""
+        per_rep = self.data.get("per_repetition", {})
+        theirs = per_rep.get(other, {}).get(figure, {})
+        ratios = [value / theirs[rep]
+                  for row in ((rows,) if isinstance(rows, str) else rows)
+                  for rep, value in per_rep.get(row, {}).get(figure, {}).items()
+                  if value is not None and theirs.get(rep)]
+        return statistics.median(ratios) if ratios else None
+
+    def level(self, n: int) -> dict | None:
+        """The level of bench/concurrency.py with `n` tasks running (None: not run)."""
+        levels = (self.many or {}).get("levels", [])
+        return next((level for level in levels if level["n"] == n and "error" not in level),
+                    None)
+
+    def scaling(self) -> dict | None:
+        """limpyd-blueque's scaling entries by size (None: no scaling test in this run)."""
+        result = self.data.get("scaling", {}).get("limpyd_blueque", {})
+        if not result.get("ok"):
+            return None
+        return {entry["pending"]: entry for entry in result["raw"]["scaling"]}
+
+
+def target(name: str, needed: list, measured: Callable[[], str],
+           met: Callable[[], bool]) -> Target:
+    """A target's row: NOT_MEASURED when any of the `needed` values is missing."""
+    if any(value is None for value in needed):
+        return name, NOT_MEASURED, None
+    return name, measured(), met()
+
+
+def redis_work_targets(f: Figures, v: dict) -> list[Target]:
+    """1. Redis work per plain task, worker side: commands (each limpyd-blueque worker
+    row of `WORKER_SIDE`), and server time against the floor's (`usec_worker`: the usec of
+    INFO commandstats, scripts counted once). Server time compares the in-process worker,
+    as the floor's is: a server the worker leaves idle longer between commands (a worker
+    that forks per task) runs each command slower."""
+    for row, _, key in WORKER_SIDE:
+        v[f"cmds_{key}"] = f.median(row, "cmds_worker")
+    v.update(cmds_floor=f.median(FLOOR, "cmds_worker"), usec_floor=f.median(FLOOR, "usec_worker"),
+             usec_in=f.median(LB_IN, "usec_worker"), usec_fork=f.median(LB_FORK, "usec_worker"),
+             usec_ratio=f.ratio(LB_IN, FLOOR, "usec_worker"))
+
+    def commands() -> str:
+        """The measured cell of the commands target."""
+        return "; ".join(f"{label} {v[f'cmds_{key}']:.1f}" for _, label, key in WORKER_SIDE) + (
+            f" (floor {v['cmds_floor']:.1f})" if v["cmds_floor"] is not None else "")
+
+    def server_time() -> str:
+        """The measured cell of the server time target."""
+        return (f"in-process {v['usec_in']:.1f} µs: {v['usec_ratio']:.2f} x the floor's "
+                f"{v['usec_floor']:.1f} µs" + (f" (fork per task: {v['usec_fork']:.1f} µs)"
+                                              if v["usec_fork"] is not None else ""))
+
+    return [
+        target(COMMANDS_TARGET, [v[f"cmds_{key}"] for _, _, key in WORKER_SIDE], commands,
+               lambda: all(v[f"cmds_{key}"] <= 20 for _, _, key in WORKER_SIDE)),
+        target(SERVER_TIME_TARGET, [v["usec_in"], v["usec_floor"], v["usec_ratio"]],
+               server_time, lambda: v["usec_ratio"] <= 1.5),
     ]
-    return rows, v
 
 
-FORK_TARGET = "drain forking at least 1.5 x blueque's ForkingRunner"
-FORK2_TARGET = "forking, concurrency 2 at least 1.7 x concurrency 1"
+def speed_targets(f: Figures, v: dict) -> list[Target]:
+    """2. In-process drain against the floor and Huey; pickup latency in-process, forked,
+    and with 500 tasks running."""
+    v.update(drain_in=f.median(LB_IN, "drain_per_s"),
+             drain_floor_ratio=f.ratio(LB_IN, FLOOR, "drain_per_s"),
+             drain_huey_ratio=f.ratio(LB_IN, HUEY, "drain_per_s"),
+             p50_in=f.median(LB_IN, "latency_p50_ms"), p99_in=f.median(LB_IN, "latency_p99_ms"),
+             p50_fork=f.median(LB_FORK, "latency_p50_ms"),
+             p99_fork=f.median(LB_FORK, "latency_p99_ms"))
+    level = f.level(RUNNING)
+    v.update(pickup_p50_running=level["pickup"]["p50_ms"] if level else None,
+             pickup_p99_running=level["pickup"]["p99_ms"] if level else None)
+    return [
+        target(DRAIN_TARGET, [v["drain_in"], v["drain_floor_ratio"], v["drain_huey_ratio"]],
+               lambda: f"{fmt(v['drain_in'])}/s: {v['drain_floor_ratio']:.2f} x the floor, "
+                       f"{v['drain_huey_ratio']:.2f} x Huey",
+               lambda: v["drain_floor_ratio"] >= 0.9 and v["drain_huey_ratio"] >= 1.1),
+        target(PICKUP_TARGET, [v["p50_in"], v["p99_in"]],
+               lambda: f"p50 {v['p50_in']:.2f} ms, p99 {v['p99_in']:.2f} ms",
+               lambda: v["p50_in"] <= 1.5 and v["p99_in"] < 5),
+        target(PICKUP_FORK_TARGET, [v["p50_fork"], v["p99_fork"]],
+               lambda: f"p50 {v['p50_fork']:.2f} ms, p99 {v['p99_fork']:.2f} ms",
+               lambda: v["p50_fork"] <= 2.5 and v["p99_fork"] < 5),
+        target(PICKUP_RUNNING_TARGET, [v["pickup_p99_running"]],
+               lambda: f"p99 {v['pickup_p99_running']:.2f} ms (p50 "
+                       f"{v['pickup_p50_running']:.2f} ms)",
+               lambda: v["pickup_p99_running"] < 10),
+    ]
+
+
+def fork_targets(f: Figures, v: dict) -> list[Target]:
+    """3. Fork per task: CPU per forked task against a bare fork of the same image, the
+    forked drain against blueque's ForkingRunner, task process PSS at 500 running."""
+    v.update({key: f.median(LB_FORK, key) for key in (
+        "cpu_worker_ms", "cpu_task_process_ms", "cpu_forked_task_ms", "cpu_bare_parent_ms",
+        "cpu_bare_child_ms", "cpu_bare_fork_ms", "cpu_vs_bare_fork")})
+    v.update(drain_fork=f.median(LB_FORK, "drain_per_s"),
+             drain_blueque_fork=f.median(BLUEQUE_FORK, "drain_per_s"),
+             drain_fork_ratio=f.ratio(LB_FORK, BLUEQUE_FORK, "drain_per_s"))
+    level = f.level(RUNNING)
+    v.update(pss_ratio=level["pss_ratio"] if level else None,
+             pss_task=level["running"]["tasks"]["pss_median"] / 2**20 if level else None,
+             pss_bare=level["bare_fork"]["pss_median"] / 2**20 if level else None)
+    return [
+        target(CPU_TARGET, [v["cpu_forked_task_ms"], v["cpu_bare_fork_ms"]],
+               lambda: f"{v['cpu_forked_task_ms']:.2f} ms (worker {v['cpu_worker_ms']:.2f} + "
+                       f"task process {v['cpu_task_process_ms']:.2f}) against "
+                       f"{v['cpu_bare_fork_ms']:.2f} ms: {v['cpu_vs_bare_fork']:.2f} x",
+               lambda: v["cpu_vs_bare_fork"] <= 1.5),
+        target(FORK_TARGET, [v["drain_fork"], v["drain_fork_ratio"]],
+               lambda: f"{fmt(v['drain_fork'])}/s: {v['drain_fork_ratio']:.2f} x "
+                       f"({fmt(v['drain_blueque_fork'])}/s)",
+               lambda: v["drain_fork_ratio"] >= 1.8),
+        target(PSS_TARGET, [v["pss_ratio"]],
+               lambda: f"{v['pss_ratio']:.2f} x ({v['pss_task']:.1f} against "
+                       f"{v['pss_bare']:.1f} MiB)",
+               lambda: v["pss_ratio"] <= 2.0),
+    ]
+
+
+def producer_targets(f: Figures, v: dict) -> list[Target]:
+    """4. Producers: one call at a time against the floor, bulk enqueue (every
+    limpyd-blueque row enqueues the same way: their figures and ratios are pooled)."""
+    v.update(enqueue=f.pooled(LB_ROWS, "enqueue_per_s"),
+             enqueue_floor=f.median(FLOOR, "enqueue_per_s"),
+             enqueue_floor_ratio=f.ratio(LB_ROWS, FLOOR, "enqueue_per_s"),
+             bulk=f.pooled(LB_ROWS, "enqueue_bulk_per_s"))
+    return [
+        target(ENQUEUE_TARGET, [v["enqueue"], v["enqueue_floor_ratio"]],
+               lambda: f"{fmt(v['enqueue'])}/s: {v['enqueue_floor_ratio']:.2f} x "
+                       f"({fmt(v['enqueue_floor'])}/s)",
+               lambda: v["enqueue_floor_ratio"] >= 0.95),
+        target(BULK_TARGET, [v["bulk"]], lambda: f"{fmt(v['bulk'])}/s",
+               lambda: v["bulk"] > 30_000),
+    ]
+
+
+def memory_targets(f: Figures, v: dict) -> list[Target]:
+    """5. Redis memory per finished task kept against blueque's (`used_memory`; the
+    limpyd-blueque rows pooled, against blueque's listen loop), and the cost of each step at
+    1,000,000 pending against 1,000 (the scaling test)."""
+    v.update(mem_finished=f.pooled(LB_ROWS, "mem_finished_bytes"),
+             mem_finished_blueque=f.median(BLUEQUE_LISTEN, "mem_finished_bytes"),
+             mem_finished_ratio=f.ratio(LB_ROWS, BLUEQUE_LISTEN, "mem_finished_bytes"))
+    sizes = f.scaling() or {}
+    small, large = sizes.get(SCALING_SMALL), sizes.get(SCALING_LARGE)
+    growth = ({op: large[f"{op}_us"] / small[f"{op}_us"] - 1
+               for op in ("enqueue", "reserve", "complete")} if small and large else None)
+    v["growth_text"] = (", ".join(f"{op} {value:+.0%}" for op, value in growth.items())
+                        if growth else None)
+    return [
+        target(MEMORY_TARGET, [v["mem_finished"], v["mem_finished_ratio"]],
+               lambda: f"{fmt(v['mem_finished'])} B: {v['mem_finished_ratio']:.2f} x "
+                       f"({fmt(v['mem_finished_blueque'])} B)",
+               lambda: v["mem_finished_ratio"] <= 1.2),
+        target(SCALING_TARGET, [growth],
+               lambda: v["growth_text"],
+               lambda: all(value <= 0.10 for value in growth.values())),
+    ]
+
+
+def targets(data: dict, many: dict | None) -> tuple[list[Target], dict]:
+    """Every target of issue #28, in its order, and the values measured (for the
+    analyses of misses, `MISSES`)."""
+    figures, values = Figures(data, many), {}
+    rows = [row for group in (redis_work_targets, speed_targets, fork_targets, producer_targets,
+                              memory_targets) for row in group(figures, values)]
+    return rows, values
+
+
+COMMANDS_TARGET = "worker side: at most 20 Redis commands per plain task (scripts' included)"
+SERVER_TIME_TARGET = "worker side: Redis server time per plain task at most 1.5 x the floor's"
+DRAIN_TARGET = "drain in-process at least 0.9 x the floor and 1.1 x Huey"
+PICKUP_TARGET = "pickup latency in-process: p50 <= 1.5 ms, p99 < 5 ms"
 PICKUP_FORK_TARGET = "pickup latency forking: p50 <= 2.5 ms, p99 < 5 ms"
-ENQUEUE_TARGET = "enqueue one at a time at least 1.1 x Huey"
-PSS_TARGET = "task process PSS at most 1.5 x a bare fork (same imports)"
-PICKUP_500_TARGET = "pickup p99 under 10 ms while 500 tasks run"
+PICKUP_RUNNING_TARGET = f"pickup p99 under 10 ms while {RUNNING} tasks run"
+CPU_TARGET = "CPU per forked task at most 1.5 x a bare fork of the same image"
+FORK_TARGET = "drain forking at least 1.8 x blueque's ForkingRunner"
+PSS_TARGET = f"task process PSS at most 2.0 x a bare fork, {RUNNING} running"
+ENQUEUE_TARGET = "enqueue one call at a time at least 0.95 x the floor's"
+BULK_TARGET = "bulk enqueue above 30,000 tasks/s"
+MEMORY_TARGET = "Redis memory per finished task kept at most 1.2 x blueque's"
+SCALING_TARGET = "enqueue, reserve, complete at 1,000,000 pending within 10 % of 1,000"
 
-#: the targets of earlier issues that the same code met in the earlier full runs, and
-#: that a slower machine can miss: their analysis is the machine's speed in that run
-SLOWER = """\
-**{name}.** {measured}. Met in the earlier full runs on this machine (see "How the figures
-moved" below); in this run the machine itself ran several times slower: Huey's own
-one-call enqueue reached {enqueue_huey:,.0f}/s where it reached 16,577/s before, so every
-peer slowed, but not evenly (a queue whose work is mostly one Redis round trip loses less
-than one that runs more Python per task). A paired A/B of this commit against the one
-before the issue's changes, on this machine right after the run, is in the same section."""
-SLOWER_TARGETS = {
-    "drain in-process at least 1.1 x the fastest peer":
-        "{drain_in:,.0f}/s, {drain_in_ratio:.2f} x the fastest peer",
-    "pickup latency in-process: p50 <= 1.5 ms, p99 < 5 ms":
-        "p50 {p50_in:.2f} ms, p99 {p99_in:.2f} ms",
-    "enqueue/reserve/complete at 1M within 10 % of 1k":
-        "{growth_text} (each operation timed alone; on a loaded host the two sizes ran "
-        "minutes apart)",
-}
-
-MISSES = {
-    ENQUEUE_TARGET: """\
-**Enqueue one at a time ({enqueue_ratio:.2f} x Huey).** The hand-written floor, one
-``EVALSHA`` of the same Blueque writes through redis-py, reaches {enqueue_floor_ratio:.2f} x
-Huey in the same run: that is the floor of this layout, and limpyd-blueque is within
-{over_floor:.0%} of it. A Blueque submission writes the task hash, pushes the id, scores the
-queue and wakes the workers (one script running ``HSET``, ``ZINCRBY``, ``LPUSH`` and
-``PUBLISH``), where Huey pushes one serialized message (one ``LPUSH``). A profile of 3,000
-enqueues puts nearly all the time in the socket round trip and redis-py's command path
-(taking a connection from the pool, which polls it for unread data, packing, parsing);
-what is left to limpyd-blueque is the uuid, the JSON encoding and the argument list.
-Going under the floor means leaving the Blueque layout on the hot path, which the
-project does not do: its keys are the compatibility contract. A producer with many tasks
-uses ``Queue.enqueue_many`` ({bulk_ratio:.0f} x the best peer's bulk API).""",
-    FORK_TARGET: """\
-**Drain forking ({drain_fork_ratio:.2f} x blueque's ForkingRunner).** Every task runs in a
-process of its own, and what bounds a worker that forks per task is CPU, not waiting. One
-``fork()`` of the worker's image took {fork_ms:.2f} ms in this run (a process with the same
-imports, the child exiting at once). Timed after the run on this machine, with
-``getrusage``: a fork whose child exits at once costs 2.5 ms of CPU in the parent and 4.1
-ms in the child (copying page tables, then tearing down the copy of a 47 MB image); a child
-that makes one Redis call with redis-py before exiting costs 15.2 ms (every page it
-touches is copied); a limpyd-blueque task process costs 10 to 11.6 ms, and the worker 6.4
-to 7.1 ms per task (half of it system time: the fork). About 17 ms of CPU per task on two
-cores caps any fork-per-task worker near 120 tasks/s on this machine in this state; the
-worker drained {drain_fork:,.0f}/s. A fork server (a separate process forking on the other
-core) would move the parent's share off the worker's thread but not off the machine: the
-CPU per task stays, so it was not built. What would lower it is less to copy: a smaller
-image to fork from, or running tasks in long-lived processes, which this mode does not do
-by design (each task in a process and session of its own).""",
-    FORK2_TARGET: """\
-**Concurrency 2 ({drain_fork2_ratio:.2f} x concurrency 1).** Measured after the run with
-``getrusage``, 400 no-op tasks: at concurrency 1 the worker used 61 % of one core and its
-task processes about 10.5 ms of CPU each, so the two cores were already about three
-quarters busy; at concurrency 2 the drain rose only from 86-95 to 105-110 tasks/s with the
-CPU per task unchanged. The second core has little left to give a no-op task (see the
-drain forking analysis for where the CPU goes).""",
-    PICKUP_FORK_TARGET: """\
-**Pickup forking (p50 {p50_fork:.2f} ms, p99 {p99_fork:.2f} ms).** The spare process waits
-for its task on a pipe, so no fork is on a task's path. Where the time goes, timed on this
-machine after the run (a worker with stamps at each step, 30 probes, medians from the
-start of the enqueue call): enqueue call returned 0.87 ms, worker woken 1.25 ms, reserve
-step returned 2.89 ms (the same step alone takes 0.4 to 0.6 ms; in the worker it shares
-the interpreter with the heartbeat thread), task handed over on the pipe 3.33 ms, task
-process running its job 3.99 ms. Two processes each wait to be scheduled once where the
-in-process worker has one.""",
-    PSS_TARGET: """\
-**Task process memory ({pss_ratio:.2f} x a bare fork).** The bare fork only waits: it
-writes almost nothing, so it shares almost every page with its parent. Any process that
-runs code writes the reference counts of the objects it touches, and each page written is
-copied (CPython 3.11 has no immortal objects). The same run measures a bare fork that made
-one Redis call with redis-py and then waited: {pss_redis:.1f} MiB PSS ({uss_redis:.1f} MiB
-private), against {pss_task:.1f} MiB ({uss_task:.1f} MiB private) for a task process, which
-holds a connection, a lease watcher thread and its task: {pss_ratio_redis:.2f} x that floor.
-``gc.freeze()`` before forking keeps the collector from writing every object's header.""",
-    PICKUP_500_TARGET: """\
-**Pickup while {n_top} tasks run (p99 {pickup_p99_top:.2f} ms, p50 {pickup_p50_top:.2f}
-ms).** A turn of the worker's loop costs nothing per running task unless a child ended or
-a deadline may have passed; what is left is the heartbeat thread's beat (one script for
-all tasks, once a second) holding the interpreter while a probe arrives.""",
-}
-
+#: the analysis of a missed target, by target name: RST text formatted with the values
+#: `targets` returns (e.g. "{drain_fork_ratio:.2f}"). A missed target without one gets a
+#: sentence saying that no analysis is written yet (and `main` warns). Write one only
+#: from what a run of the code it describes measured.
+MISSES: dict[str, str] = {}
 
 #: the measures taken as changes landed, kept by hand: appended to the page
 HISTORY = "\n" + (HERE / "history.rst").read_text()
 
 
+def target_table(rows: list[Target]) -> str:
+    """The targets as an RST table: target, measured, status."""
+    status = {True: "met", False: "missed", None: "–"}
+    return rst_rows(["target", "measured", "status"],
+                    [[name, measured, status[met]] for name, measured, met in rows])
+
+
+def explanations(rows: list[Target], values: dict) -> list[str]:
+    """The analysis of each missed target (`MISSES`), or a sentence saying there is none."""
+    texts = []
+    for name, _, met in rows:
+        if met is not False:
+            continue
+        if name in MISSES:
+            texts.append(MISSES[name].format(**values))
+        else:
+            print(f"warning: target missed without an analysis: {name}")
+            texts.append(f"**{name[0].upper()}{name[1:]}.** Missed in this run, with no analysis "
+                         "written yet: see the figures above and ``bench/results/latest.json``.")
+    return texts
+
+
+def steps_section(markdown: str) -> str:
+    """Where a plain task's Redis work goes, step by step, and the CPU of a forked task."""
+    return f"""For limpyd-blueque and the floor, each step of a plain task run on its own
+(``measure_steps`` in ``bench/peers/_common.py``, the same sequence under MONITOR and then
+timed with ``INFO commandstats`` around each step), and then what each worker sends per task
+when it drains tasks (``measure_counts``), with what it sends beyond those steps. Commands
+count those a script runs; server time is the ``usec`` of ``INFO commandstats`` of what the
+client sent (a script's own usec holds the commands it runs). The steps run back to back, a
+worker at its own pace, and a server left idle longer runs each command slower: the server
+time of what a worker sends beyond its steps is therefore its client-issued commands at the
+drain's mean server time per client-issued command, not a difference of times.
+
+{page_table(markdown, "| peer | step |")}
+
+CPU per forked task
+-------------------
+
+``getrusage`` of the worker process (``RUSAGE_SELF``) and of its task processes
+(``RUSAGE_CHILDREN``, reaped) over drains of a few hundred no-op tasks (per task: the
+difference between two drain sizes), against the same worker process, once stopped,
+forking as many children that exit at once (``os._exit(0)``), each reaped before the next,
+with the same accounting (``measure_fork_cpu``).
+
+{page_table(markdown, "| process | worker side")}"""
+
+
 def main() -> None:
+    """Write the page (`--output`, default docs/benchmarks.rst); print the targets."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--output", type=Path, default=PAGE, help="the page to write")
+    args = parser.parse_args()
     data = json.loads((RESULTS / "latest.json").read_text())
-    many = json.loads((RESULTS / "concurrency.json").read_text())
+    concurrency = RESULTS / "concurrency.json"
+    many = json.loads(concurrency.read_text()) if concurrency.exists() else None
     markdown = (RESULTS / "latest.md").read_text()
     meta = data["meta"]
-    rows, v = targets(data, many)
-    width = [max(len(row[i]) for row in rows + [("target", "measured")]) for i in range(2)]
-    border = f"{'=' * width[0]} {'=' * width[1]} ======"
-    table = [border, f"{'target'.ljust(width[0])} {'measured'.ljust(width[1])} status", border]
-    table += [f"{t.ljust(width[0])} {m.ljust(width[1])} {'met' if ok else 'missed'}"
-              for t, m, ok in rows]
-    table.append(border)
-    misses = [name for name, _, ok in rows if not ok]
-    values = {**v, "over_floor": 1 - v["enqueue"] / v["enqueue_floor"],
-              "fork_cap": 1000 / v["fork_ms"]}
-    for name, measured in SLOWER_TARGETS.items():
-        MISSES.setdefault(name, SLOWER.replace("{name}", name[0].upper() + name[1:]).replace(
-            "{measured}", measured))
-    explanations = [MISSES[name].format(**values) if name in MISSES else
-                    f"**{name[0].upper()}{name[1:]}.** Missed in this run, with no analysis "
-                    "written yet: see the figures above and ``bench/results/latest.json``."
-                    for name in misses]
-    for name in misses:
-        if name not in MISSES:
-            print(f"warning: target missed without an analysis: {name}")
-    error_line = re.search(r"Error filtering by date.*", markdown).group(0)
+    rows, values = targets(data, many)
+    misses = explanations(rows, values)
+    error_line = re.search(r"Error filtering by date.*", markdown)
     page = f"""==========
 Benchmarks
 ==========
@@ -341,27 +440,34 @@ The run
 Speed
 =====
 
-{rst_table(section(markdown, "| peer | enqueue, one call", "## Redis memory"))}
+{page_table(markdown, "| peer | enqueue, one call")}
 
 Redis memory
 ============
 
-{rst_table(section(markdown, "| peer | Redis memory per pending", "## Commands and round trips"))}
+{page_table(markdown, "| peer | Redis memory per pending")}
 
-Round trips per task, worker side
-=================================
+Commands, round trips and server time per task
+==============================================
 
-{rst_table(section(markdown, "| peer | commands per task, worker side", "## limpyd-blueque against"))}
+{page_table(markdown, "| peer | commands per task, worker side")}
 
-Enqueue is one round trip for limpyd-blueque (one ``EVALSHA``); a bulk enqueue one per
-1,000 tasks.
+{page_table(markdown, "| peer | commands per enqueue")}
+
+Server time: the ``usec`` of ``INFO commandstats`` for the commands the clients sent (a
+script's usec holds the commands it runs), measured in a second pass without MONITOR.
+
+Redis work per step
+===================
+
+{steps_section(markdown)}
 
 Costs as tasks pile up
 ======================
 
-{rst_table(section(markdown, "| peer | pending tasks", "Error filtering by date"))}
+{page_table(markdown, "| peer | pending tasks")}
 
-{error_line}
+{error_line.group(0) if error_line else ""}
 
 Many tasks at once
 ==================
@@ -369,15 +475,21 @@ Many tasks at once
 .. image:: _static/concurrency.png
    :alt: per running task, against N: task process PSS, Redis commands/s, pickup p99, start time
 
-{many_tasks(many)}
+{many_tasks(many) if many else NOT_MEASURED[0].upper() + NOT_MEASURED[1:] + "."}
 
 The targets
 ===========
 
-{chr(10).join(table)}
-""" + ("\nThe misses\n----------\n\n" + "\n\n".join(explanations) + "\n" if explanations else "")
-    PAGE.write_text(page + HISTORY)
-    print(f"wrote {PAGE}: {len(rows) - len(misses)} targets met, {len(misses)} missed")
+The targets of issue #28, each from this run (peers in the same run).
+
+{target_table(rows)}
+""" + ("\nThe misses\n----------\n\n" + "\n\n".join(misses) + "\n" if misses else "")
+    args.output.write_text(page + HISTORY)
+    met = sum(1 for _, _, ok in rows if ok)
+    unmeasured = sum(1 for _, _, ok in rows if ok is None)
+    print(target_table(rows))
+    print(f"wrote {args.output}: {met} targets met, {len(misses)} missed, "
+          f"{unmeasured} not measured in this run")
 
 
 if __name__ == "__main__":

@@ -94,10 +94,12 @@ FIGURES = [
     ("mem_finished_keys_bytes", "MEMORY USAGE of all keys per finished task kept", "B", "lower",
      "worker"),
     ("cmds_enqueue", "commands per enqueue (all, Lua-inner included)", "", "lower", "producer"),
+    ("usec_enqueue", "Redis server time per enqueue", "µs", "lower", "producer"),
     ("scripts_enqueue", "eval/evalsha per enqueue", "", "lower", "producer"),
     ("client_cmds_enqueue", "client-issued commands per enqueue", "", "lower", "producer"),
     ("rt_enqueue", "network round trips per enqueue", "", "lower", "producer"),
     ("cmds_worker", "commands per task, worker side (all)", "", "lower", "worker"),
+    ("usec_worker", "Redis server time per task, worker side", "µs", "lower", "worker"),
     ("scripts_worker", "eval/evalsha per task, worker side", "", "lower", "worker"),
     ("client_cmds_worker", "client-issued commands per task, worker side", "", "lower", "worker"),
     ("rt_worker", "network round trips per task, worker side", "", "lower", "worker"),
@@ -108,11 +110,24 @@ FIGURE = {f[0]: f for f in FIGURES}
 NO_RATIO = {"scripts_enqueue", "scripts_worker"}
 
 FULL = {"n": 2000, "latency_n": 50, "latency_idle": 1.0, "count_sizes": [40, 200],
-        "repetitions": 3, "scaling_sizes": [1000, 1_000_000], "scaling_ops": 500}
+        "repetitions": 3, "scaling_sizes": [1000, 1_000_000], "scaling_ops": 500,
+        "steps_n": 200, "cpu_sizes": [100, 400]}
 QUICK = {"n": 200, "latency_n": 10, "latency_idle": 0.5, "count_sizes": [10, 40],
-         "repetitions": 1, "scaling_sizes": [1000, 50_000], "scaling_ops": 100}
-TIMEOUTS = {"throughput": 300, "latency": 120, "count": 240, "scaling": 900, "options": 300}
+         "repetitions": 1, "scaling_sizes": [1000, 50_000], "scaling_ops": 100,
+         "steps_n": 50, "cpu_sizes": [30, 120]}
+TIMEOUTS = {"throughput": 300, "latency": 120, "count": 300, "scaling": 900, "options": 300,
+            "steps": 240, "cpu": 600}
 ACTIONS = ("throughput", "latency", "count")
+#: measurements of some rows only: the Redis work of each step of a plain task
+#: (`measure_steps`: the steps do not depend on the worker's mode), and the CPU of a
+#: forked task against a bare fork (`measure_fork_cpu`)
+ROW_ACTIONS = {(LB, "worker-inprocess"): ("steps",), ("floor", "inprocess"): ("steps",),
+               (LB, "worker-fork"): ("cpu",)}
+
+
+def actions_of(peer: str, mode: str) -> tuple[str, ...]:
+    """The measurements of one row, in the order they run."""
+    return ACTIONS + ROW_ACTIONS.get((peer, mode), ())
 
 
 def log(message: str) -> None:
@@ -377,7 +392,9 @@ def row_key(peer: str, mode: str) -> str:
 
 
 def collect(runs: list[dict], rows: list[tuple]) -> tuple[dict, dict]:
-    """Per row and figure: the value of each repetition, and the summary over them."""
+    """Per row and figure: the value of each repetition, and the summary over them (every
+    figure of `FIGURES`, None when not measured, and every other figure the row's
+    measurements gave, such as those of `ROW_ACTIONS`)."""
     per_rep: dict = {}
     for run in runs:
         if not run.get("ok") or run["action"] == "scaling":
@@ -385,8 +402,11 @@ def collect(runs: list[dict], rows: list[tuple]) -> tuple[dict, dict]:
         key = row_key(run["peer"], run["mode"])
         for figure, value in run.get("figures", {}).items():
             per_rep.setdefault(key, {}).setdefault(figure, {})[run["repetition"]] = value
-    summary = {row_key(p, m): {fig: spread(list(per_rep.get(row_key(p, m), {}).get(fig, {}).values()))
-                               for fig in FIGURE} for p, m, _, _ in rows}
+    summary = {}
+    for p, m, _, _ in rows:
+        mine = per_rep.get(row_key(p, m), {})
+        summary[row_key(p, m)] = {fig: spread(list(mine.get(fig, {}).values()))
+                                  for fig in [*FIGURE, *(f for f in mine if f not in FIGURE)]}
     return per_rep, summary
 
 
@@ -462,6 +482,119 @@ def table(headers: list[str], body: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
+#: the per-step table: the row whose `steps` figures give each step of a peer, and the
+#: worker rows whose drains (the `count` measurement) give that peer's totals per task
+STEP_TABLE = {
+    row_key(LB, "worker-inprocess"): ("limpyd-blueque", [row_key(LB, "worker-inprocess"),
+                                                         row_key(LB, "worker-fork")]),
+    row_key("floor", "inprocess"): ("floor", [row_key("floor", "inprocess")]),
+}
+STEP_LABELS = (("enqueue", "enqueue"), ("reserve", "reserve + start"), ("complete", "complete"))
+#: the columns of the per-step table: the step's figure, the drain's figure
+STEP_COLUMNS = (("cmds", "cmds_worker"), ("client", "client_cmds_worker"),
+                ("scripts", "scripts_worker"), ("lua", "lua_cmds_worker"), ("usec", "usec_worker"))
+
+
+def median_of(figures: dict, key: str) -> float | None:
+    """The median of a figure of a row's summary (None: not measured)."""
+    stats = figures.get(key)
+    return stats["median"] if stats else None
+
+
+def script_commands(report: dict, row: str, step: str, top: int = 6) -> str:
+    """The commands the scripts of `step` run, per task, most frequent first (last
+    repetition measured), e.g. "hget 3, hset 1"."""
+    runs = [run for run in report["runs"] if run["action"] == "steps" and run.get("ok")
+            and row_key(run["peer"], run["mode"]) == row]
+    if not runs:
+        return ""
+    counts = [(name[4:], calls) for name, calls in
+              runs[-1]["raw"][step]["by_command_per_task"].items() if name.startswith("lua:")]
+    shown = ", ".join(f"{name} {fmt(calls)}" for name, calls in counts[:top])
+    return shown + (f", {len(counts) - top} more" if len(counts) > top else "")
+
+
+def beyond_steps(steps: dict, totals: dict) -> list[float | None]:
+    """What a worker sends per task beyond its reserve and complete steps, per column of
+    `STEP_COLUMNS` (None: not measured): the drain's medians minus the steps'. Its server
+    time is its client-issued commands at the drain's mean server time per client-issued
+    command: the steps run back to back, the worker at its own pace, and a server kept
+    busier runs each command faster, so the two times do not subtract."""
+    values: dict[str, float | None] = {}
+    for column, total in STEP_COLUMNS:
+        parts = [median_of(totals, total), median_of(steps, f"step_reserve_{column}"),
+                 median_of(steps, f"step_complete_{column}")]
+        values[column] = None if None in parts else parts[0] - parts[1] - parts[2]
+    usec, sent = median_of(totals, "usec_worker"), median_of(totals, "client_cmds_worker")
+    values["usec"] = (values["client"] * usec / sent
+                      if values["client"] is not None and usec is not None and sent else None)
+    return [values[column] for column, _ in STEP_COLUMNS]
+
+
+def step_section(report: dict, labels: dict) -> list[str]:
+    """The per-step table (markdown lines; none when no step was measured): for each
+    peer of `STEP_TABLE`, each step of a plain task, then each worker's drain per task and
+    what it sends beyond the reserve and complete steps."""
+    summary, body = report["summary"], []
+    for steps_row, (name, drain_rows) in STEP_TABLE.items():
+        steps = summary.get(steps_row, {})
+        if median_of(steps, "step_enqueue_cmds") is None:
+            continue
+        for step, label in STEP_LABELS:
+            body.append([name, label] + [cell(steps.get(f"step_{step}_{column}"))
+                                         for column, _ in STEP_COLUMNS]
+                        + [script_commands(report, steps_row, step)])
+        for drain_row in drain_rows:
+            totals = summary.get(drain_row, {})
+            if median_of(totals, "cmds_worker") is None:
+                continue
+            body.append([name, f"drain by {labels[drain_row]}, per task"]
+                        + [cell(totals.get(total)) for _, total in STEP_COLUMNS] + [""])
+            body.append([name, "… of which beyond reserve + complete"]
+                        + [fmt(value) if value is not None else "–"
+                           for value in beyond_steps(steps, totals)] + [""])
+    if not body:
+        return []
+    n = report["meta"]["sizes"].get("steps_n")
+    return ["", "## Redis work per step of a plain task", "",
+            f"Steps: {n} plain tasks run step by step by the adapter (`measure_steps`): "
+            "commands per task from `INFO commandstats` around each step (those scripts run "
+            "included), sent by the client and run by scripts from MONITOR, server time = the "
+            "usec of what the client sent (a script's usec holds the commands it runs). "
+            "Drains: the worker itself (`measure_counts`), per task = difference between two "
+            "drain sizes; the row after each is what the worker sends beyond the two steps "
+            "(medians subtracted; its server time: its client-issued commands at the drain's "
+            "mean per client-issued command, since the steps run back to back and the worker "
+            "at its own pace, and a busier server runs each command faster).", "",
+            table(["peer", "step", "commands (all)", "sent by the client", "of which scripts",
+                   "run by scripts", "server time (µs)", "commands the scripts run, per task"],
+                  body)]
+
+
+def fork_cpu_section(report: dict) -> list[str]:
+    """The CPU split of a forked task against a bare fork (markdown lines; none when not
+    measured)."""
+    figures = report["summary"].get(row_key(LB, "worker-fork"), {})
+    if median_of(figures, "cpu_forked_task_ms") is None:
+        return []
+    small, large = report["meta"]["sizes"]["cpu_sizes"]
+    body = [["limpyd-blueque Worker (fork per task), no-op task"]
+            + [cell(figures.get(key)) for key in ("cpu_worker_ms", "cpu_task_process_ms",
+                                                  "cpu_forked_task_ms")],
+            ["bare fork of the same worker process, child exits at once"]
+            + [cell(figures.get(key)) for key in ("cpu_bare_parent_ms", "cpu_bare_child_ms",
+                                                  "cpu_bare_fork_ms")]]
+    return ["", "## CPU per forked task", "",
+            f"getrusage of the worker process after draining {small} and then {large} no-op "
+            "tasks: RUSAGE_SELF (the worker, every thread) and RUSAGE_CHILDREN (its task "
+            f"processes, reaped); per task = difference / {large - small}. Bare fork: each of "
+            "those worker processes, once stopped, forks as many children as it ran tasks, "
+            "each exiting at once and reaped before the next, same accounting.", "",
+            table(["process", "worker side (ms/task)", "task process side (ms/task)",
+                   "total (ms/task)"], body), "",
+            f"Forked task / bare fork: {cell(figures.get('cpu_vs_bare_fork'))}."]
+
+
 def markdown(report: dict, rows: list[tuple]) -> str:
     meta, summary = report["meta"], report["summary"]
     labels = {row_key(p, m): label for p, m, _, label in rows}
@@ -499,8 +632,10 @@ def markdown(report: dict, rows: list[tuple]) -> str:
                             "mem_finished_keys_bytes"]),
               "", "## Commands and round trips per task", "",
               figure_table(["cmds_enqueue", "scripts_enqueue", "client_cmds_enqueue", "rt_enqueue",
-                            "rt_bulk"]),
-              "", figure_table(["cmds_worker", "scripts_worker", "client_cmds_worker", "rt_worker"])]
+                            "rt_bulk", "usec_enqueue"]),
+              "", figure_table(["cmds_worker", "scripts_worker", "client_cmds_worker", "rt_worker",
+                                "usec_worker"])]
+    parts += step_section(report, labels) + fork_cpu_section(report)
 
     parts += ["", "## limpyd-blueque against the best peer", "",
               "Ratio = limpyd-blueque / best peer of the same repetition (median over "
@@ -679,7 +814,7 @@ def main(argv: list[str] | None = None) -> int:
         for rep in range(1, repetitions + 1):
             shift = (rep - 1) % len(rows)
             for peer, mode, kind, label in rows[shift:] + rows[:shift]:
-                for action in ACTIONS:
+                for action in actions_of(peer, mode):
                     tag = f"r{rep}-{peer}-{mode}-{action}"
                     if not venvs[peer]["ok"]:
                         result = {"ok": False, "error": "venv: " + venvs[peer]["error"]}

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import mmap
 import os
+import resource
 import signal
 import socket
 import statistics
@@ -264,10 +265,87 @@ def fill_blueque_layout(client: redis.Redis, queue: str, count: int, batch: int 
             pipe.execute()
 
 
-def command_calls(client: redis.Redis) -> dict:
+def command_stats(client: redis.Redis) -> dict:
+    """`INFO commandstats`: `{command: {"calls": n, "usec": µs}}`, commands run inside
+    scripts included (Redis counts them there too, and in the script's own usec)."""
     stats = client.info("commandstats")
-    return {key[len("cmdstat_"):]: int(value["calls"]) for key, value in stats.items()
-            if key.startswith("cmdstat_")}
+    return {key[len("cmdstat_"):]: {"calls": int(value["calls"]), "usec": int(value["usec"])}
+            for key, value in stats.items() if key.startswith("cmdstat_")}
+
+
+class RawCommandStats:
+    """`INFO commandstats` on a socket of its own, kept raw until `parse`: a probe between
+    two steps that leaves the server idle as briefly as it can (an idle server runs the
+    next commands slower: caches go cold)."""
+
+    def __init__(self, cfg: dict) -> None:
+        """Connect to the run's Redis (`cfg`: host and port)."""
+        self.sock = socket.create_connection((cfg["host"], cfg["port"]))
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def sample(self) -> bytes:
+        """The reply, unparsed."""
+        self.sock.sendall(b"INFO commandstats\r\n")
+        data = b""
+        while b"\r\n" not in data:
+            data += self.sock.recv(65536)
+        head, _, body = data.partition(b"\r\n")
+        size = int(head[1:])
+        while len(body) < size + 2:
+            body += self.sock.recv(65536)
+        return body[:size]
+
+    @staticmethod
+    def parse(raw: bytes) -> dict:
+        """A sample as `command_stats` gives it."""
+        stats = {}
+        for line in raw.decode().splitlines():
+            if line.startswith("cmdstat_"):
+                name, _, fields = line[len("cmdstat_"):].partition(":")
+                values = dict(field.split("=") for field in fields.split(","))
+                stats[name] = {"calls": int(values["calls"]), "usec": int(values["usec"])}
+        return stats
+
+    def close(self) -> None:
+        """Close its socket."""
+        self.sock.close()
+
+
+def stats_delta(before: dict, after: dict) -> dict:
+    """What happened between two `command_stats`: the commands called, with calls and usec."""
+    delta = {}
+    for name, entry in after.items():
+        old = before.get(name, {"calls": 0, "usec": 0})
+        if entry["calls"] != old["calls"]:
+            delta[name] = {"calls": entry["calls"] - old["calls"],
+                           "usec": entry["usec"] - old["usec"]}
+    return dict(sorted(delta.items()))
+
+
+def client_calls(seen: dict) -> dict:
+    """The commands clients sent themselves in a MONITOR window (`Monitor.summarize`),
+    by name: those run inside scripts and those of the harness left out."""
+    return {name: calls for name, calls in seen["by_command"].items()
+            if not name.startswith("lua:")}
+
+
+def server_usec(delta: dict, sent: dict) -> float:
+    """Server time (µs) of the commands `sent` by clients (`client_calls`), each at the
+    mean usec per call of its name in `delta` (`stats_delta`).
+
+    A script call's usec holds the commands it runs, which Redis also counts under their
+    own names: counting only what clients sent counts each microsecond once. For a name
+    clients send but scripts never run (EVALSHA, most of all) the mean times the calls is
+    exactly its usec. EXEC is left out likewise: the commands of a transaction are counted
+    under their own names (they show in MONITOR as the client's). `sent` comes from a
+    window watched by MONITOR, `delta` from the same sequence run again without it: MONITOR
+    costs the server time inside each script, for every command the script runs."""
+    total = 0.0
+    for name, calls in sent.items():
+        entry = delta.get(name)
+        if name != "exec" and entry and entry["calls"]:
+            total += entry["usec"] / entry["calls"] * calls
+    return total
 
 
 class Monitor:
@@ -309,19 +387,35 @@ class Monitor:
         return token.encode()
 
     def window(self, start: bytes, end: bytes, timeout: float = 30.0) -> dict:
+        """The summary of the lines between two markers (see `windows`)."""
+        return self.windows([(start, end)], timeout)[0]
+
+    def windows(self, pairs: list[tuple[bytes, bytes]], timeout: float = 30.0) -> list[dict]:
+        """The summary of each window between markers `(start, end)`, in the order they
+        were marked, read in one pass once the last end marker is seen; the lines up to
+        it are dropped."""
+        last = pairs[-1][1]
         deadline = time.monotonic() + timeout
         while True:
             with self.lock:
-                found = [i for i, line in enumerate(self.lines) if end in line]
-                if found:
-                    begin = [i for i, line in enumerate(self.lines) if start in line][0]
-                    lines = self.lines[begin + 1:found[0]]
-                    del self.lines[:found[0] + 1]
+                found = next((i for i in range(len(self.lines) - 1, -1, -1)
+                              if last in self.lines[i]), None)
+                if found is not None:
+                    lines = self.lines[:found + 1]
+                    del self.lines[:found + 1]
                     break
             if time.monotonic() > deadline:
                 raise TimeoutError("MONITOR marker not seen")
             time.sleep(0.01)
-        return self.summarize(lines)
+        summaries, position = [], 0
+        for start, end in pairs:
+            while start not in lines[position]:
+                position += 1
+            begin = position + 1
+            while end not in lines[position]:
+                position += 1
+            summaries.append(self.summarize(lines[begin:position]))
+        return summaries
 
     def summarize(self, lines: list[bytes]) -> dict:
         client = lua = harness = scripts = 0
@@ -519,30 +613,79 @@ def measure_latency(peer: BasePeer, module: str, mode: str, cfg: dict) -> dict:
 
 
 def _counted_window(mon: Monitor, ctl: redis.Redis, action: Callable[[], None]) -> dict:
+    """One window of the counting pass: `INFO commandstats`, MONITOR and the client-side
+    round-trip counter around `action`."""
     start = mon.mark()
-    calls0, rt0 = command_calls(ctl), rt_total()
+    stats0, rt0 = command_stats(ctl), rt_total()
     action()
     # commands some clients send without waiting for the reply (pub/sub) land late
     time.sleep(SETTLE)
-    rt1, calls1 = rt_total(), command_calls(ctl)
+    rt1, stats1 = rt_total(), command_stats(ctl)
     end = mon.mark()
     seen = mon.window(start, end)
-    delta = {name: calls1.get(name, 0) - calls0.get(name, 0) for name in calls1}
-    delta = {name: value for name, value in delta.items() if value}
+    delta = {name: entry["calls"] for name, entry in stats_delta(stats0, stats1).items()}
     # the harness's own commands (control connection, marks) are left out of the total
     library_total = sum(delta.values()) - seen["harness_commands"]
-    return {"commandstats": dict(sorted(delta.items())), "commands": library_total,
+    return {"commandstats": delta, "commands": library_total,
             "commandstats_scripts": sum(v for k, v in delta.items() if k in SCRIPT_COMMANDS),
             "round_trips": rt1 - rt0, **seen}
 
 
+def _timed_window(ctl: redis.Redis, action: Callable[[], None]) -> dict:
+    """One window of the timing pass, without MONITOR: calls and usec of each command
+    (`INFO commandstats`) around `action`."""
+    before = command_stats(ctl)
+    action()
+    time.sleep(SETTLE)
+    return {"commandstats": stats_delta(before, command_stats(ctl))}
+
+
+def _count_phases(peer: BasePeer, module: str, mode: str, cfg: dict, n: int,
+                  window: Callable[[Callable[[], Any]], dict], env: dict, label: str,
+                  bulk: bool) -> dict:
+    """The phases of one size, each in `window(action)`: n enqueues one call at a time,
+    their drain by one worker (from its start to its clean exit), and with `bulk` n tasks
+    enqueued in one bulk call ({"unsupported": why} when the peer has no bulk API)."""
+    ctl = control(cfg)
+    ctl.flushall()
+    peer.setup()
+    params = [payload(i) for i in range(n)]
+    phases = {"enqueue": window(lambda: [peer.enqueue(p) for p in params])}
+
+    def drain() -> None:
+        """One worker, from its start to its clean exit after the last task."""
+        worker = WorkerProcess(module, mode, cfg, {"BENCH_MARKS": "drain", "BENCH_N": n, **env},
+                               f"{label}{n}")
+        try:
+            wait_list(ctl, END_KEY, 1, cfg.get("drain_timeout", 300), worker)
+        finally:
+            worker.stop()
+
+    phases["worker"] = window(drain)
+    if bulk:
+        ctl.flushall()
+        peer.setup()
+        bulk_params = [payload(i) for i in range(n)]
+        try:
+            phases["bulk"] = window(lambda: peer.enqueue_bulk(bulk_params))
+        except Unsupported as why:
+            phases["bulk"] = {"unsupported": str(why)}
+    return phases
+
+
 def measure_counts(peer: BasePeer, module: str, mode: str, cfg: dict) -> dict:
-    """Commands and round trips: windows for two sizes; per task = difference / sizes."""
+    """Commands, round trips and server time: windows for two sizes; per task =
+    difference / sizes.
+
+    Two passes run the same phases: the counting pass under MONITOR (which commands
+    clients send, which scripts run), then the timing pass without it (the usec of
+    `INFO commandstats`; MONITOR would add its own cost to every script)."""
     rt_file = make_rt_file()
     install_rt_counter(rt_file)
     ctl = control(cfg)
-    mon = Monitor(cfg, ctl)
+    env = {"BENCH_RT_FILE": rt_file}
     windows: dict = {}
+    timed: dict = {}
     try:
         # warm-up, outside any window: the server's script cache and the client's state
         ctl.flushall()
@@ -552,31 +695,19 @@ def measure_counts(peer: BasePeer, module: str, mode: str, cfg: dict) -> dict:
             peer.enqueue_bulk([payload(-2)])
         except Unsupported:
             pass
+        mon = Monitor(cfg, ctl)
+        try:
+            for n in cfg["count_sizes"]:
+                windows[str(n)] = _count_phases(peer, module, mode, cfg, n,
+                                                lambda action: _counted_window(mon, ctl, action),
+                                                env, "count", bulk=True)
+        finally:
+            mon.close()
         for n in cfg["count_sizes"]:
-            ctl.flushall()
-            peer.setup()
-            params = [payload(i) for i in range(n)]
-            enqueue = _counted_window(mon, ctl, lambda: [peer.enqueue(p) for p in params])
-
-            def drain() -> None:
-                worker = WorkerProcess(module, mode, cfg, {"BENCH_MARKS": "drain", "BENCH_N": n,
-                                                           "BENCH_RT_FILE": rt_file}, f"count{n}")
-                try:
-                    wait_list(ctl, END_KEY, 1, cfg.get("drain_timeout", 300), worker)
-                finally:
-                    worker.stop()
-
-            work = _counted_window(mon, ctl, drain)
-            ctl.flushall()
-            peer.setup()
-            bulk_params = [payload(i) for i in range(n)]
-            try:
-                bulk = _counted_window(mon, ctl, lambda: peer.enqueue_bulk(bulk_params))
-            except Unsupported as why:
-                bulk = {"unsupported": str(why)}
-            windows[str(n)] = {"enqueue": enqueue, "worker": work, "bulk": bulk}
+            timed[str(n)] = _count_phases(peer, module, mode, cfg, n,
+                                          lambda action: _timed_window(ctl, action),
+                                          env, "time", bulk=False)
     finally:
-        mon.close()
         os.unlink(rt_file)
     small, large = (str(n) for n in cfg["count_sizes"])
     span = cfg["count_sizes"][1] - cfg["count_sizes"][0]
@@ -590,8 +721,199 @@ def measure_counts(peer: BasePeer, module: str, mode: str, cfg: dict) -> dict:
                 figures[f"{figure}_{phase}"] = None
             else:
                 figures[f"{figure}_{phase}"] = (b[field] - a[field]) / span
+    for phase in ("enqueue", "worker"):
+        usec = {size: server_usec(timed[size][phase]["commandstats"],
+                                  client_calls(windows[size][phase])) for size in (small, large)}
+        figures[f"usec_{phase}"] = (usec[large] - usec[small]) / span
     ctl.flushall()
-    return {"figures": figures, "raw": {"windows": windows}}
+    return {"figures": figures, "raw": {"windows": windows, "timed_windows": timed}}
+
+
+# -- where a plain task's Redis work goes, step by step ---------------------------------
+STEPS = ("enqueue", "reserve", "complete")
+#: what each probe of `_run_steps` adds to the window after it: the control connection's
+#: `INFO commandstats` (counted once it has run, so in the next probe's figures)
+PROBE_COMMANDS = {"info": 1}
+
+
+def _run_steps(peer: BasePeer, ctl: redis.Redis, n: int,
+               probe: Callable[[], Any]) -> list[tuple[str, Any, Any]]:
+    """N plain tasks, step by step, as one worker takes them: N enqueues one call at a
+    time, then for each task in turn its reserve (and start) and its complete (the no-op
+    task between does no Redis work). `probe()` runs before and after each step; returns
+    `(step, before, after)` in the order the steps ran. One task goes through every step
+    first, outside any probe: the connection and the script cache are ready."""
+    ctl.flushall()
+    peer.setup()
+    peer.enqueue(payload(-1))
+    peer.complete_one(peer.reserve_one())
+    trace: list[tuple[str, Any, Any]] = []
+
+    def step(name: str, action: Callable[[], Any]) -> Any:
+        """Run one step between two probes; its result."""
+        before = probe()
+        value = action()
+        trace.append((name, before, probe()))
+        return value
+
+    for i in range(n):
+        step("enqueue", lambda i=i: peer.enqueue(payload(i)))
+    for _ in range(n):
+        handle = step("reserve", peer.reserve_one)
+        if handle is None:
+            raise RuntimeError("the reserve step found no pending task")
+        step("complete", lambda handle=handle: peer.complete_one(handle))
+    return trace
+
+
+def _merge(counts: list[dict]) -> dict:
+    """The sum of several `{name: number}` or `{name: {"calls", "usec"}}` dicts."""
+    total: dict = {}
+    for count in counts:
+        for name, value in count.items():
+            if isinstance(value, dict):
+                entry = total.setdefault(name, {"calls": 0, "usec": 0})
+                entry["calls"] += value["calls"]
+                entry["usec"] += value["usec"]
+            else:
+                total[name] = total.get(name, 0) + value
+    return total
+
+
+def measure_steps(peer: BasePeer, module: str, mode: str, cfg: dict) -> dict:
+    """Redis work of each step of one plain task: commands (those scripts run included),
+    those the client sent, and server time, per task, over `steps_n` tasks.
+
+    The same scripted sequence (`_run_steps`) runs twice on a flushed Redis: under
+    MONITOR, with a marker around each step (which commands the client sent, which the
+    scripts ran), then with `INFO commandstats` around each step (calls and usec; no
+    MONITOR, which would slow every script down; `RawCommandStats`, whose probe keeps the
+    server idle about as long as a round trip). Server time: `server_usec`."""
+    ctl = control(cfg)
+    n = cfg["steps_n"]
+    mon = Monitor(cfg, ctl)
+    try:
+        marked = _run_steps(peer, ctl, n, mon.mark)
+        seen = mon.windows([(before, after) for _, before, after in marked])
+    finally:
+        mon.close()
+    probe = RawCommandStats(cfg)
+    try:
+        timed = [(name, probe.parse(before), probe.parse(after)) for name, before, after
+                 in _run_steps(peer, ctl, n, probe.sample)]
+    finally:
+        probe.close()
+    figures: dict = {}
+    raw: dict = {"tasks": n}
+    for step in STEPS:
+        watched = [summary for (name, _, _), summary in zip(marked, seen) if name == step]
+        delta = _merge([stats_delta(before, after) for name, before, after in timed
+                        if name == step])
+        for command, calls in PROBE_COMMANDS.items():
+            delta[command]["calls"] -= calls * len(watched)
+        sent = _merge([client_calls(summary) for summary in watched])
+        by_command = _merge([summary["by_command"] for summary in watched])
+        figures.update({
+            f"step_{step}_cmds": sum(entry["calls"] for entry in delta.values()) / n,
+            f"step_{step}_client": sum(sent.values()) / n,
+            f"step_{step}_scripts": sum(s["scripts"] for s in watched) / n,
+            f"step_{step}_lua": sum(s["lua_commands"] for s in watched) / n,
+            f"step_{step}_usec": server_usec(delta, sent) / n,
+        })
+        raw[step] = {"by_command_per_task": {name: calls / n for name, calls in
+                                             sorted(by_command.items(), key=lambda i: -i[1])},
+                     "commandstats": delta}
+    ctl.flushall()
+    return {"figures": figures, "raw": raw}
+
+
+# -- CPU of a forked task against a bare fork --------------------------------------------
+def _cpu_usage() -> dict:
+    """CPU seconds (user + system) and minor page faults of this process (all its
+    threads) and of its children waited for."""
+    usage = {}
+    for name, who in (("self", resource.RUSAGE_SELF), ("children", resource.RUSAGE_CHILDREN)):
+        ru = resource.getrusage(who)
+        usage[name] = ru.ru_utime + ru.ru_stime
+        usage[f"{name}_minflt"] = ru.ru_minflt
+    return usage
+
+
+def report_rusage() -> None:
+    """Called by a worker once it stopped cleanly. With BENCH_RUSAGE_FILE set: write the
+    CPU this worker process used (RUSAGE_SELF) and its reaped task processes used
+    (RUSAGE_CHILDREN); then, in this same process (the same image), fork
+    BENCH_BARE_FORKS children that `os._exit(0)` at once, each reaped before the next,
+    and write what they cost with the same accounting, under "bare"."""
+    path = os.environ.get("BENCH_RUSAGE_FILE")
+    if not path:
+        return
+    drained = _cpu_usage()
+    forks = int(os.environ.get("BENCH_BARE_FORKS", "0"))
+    for _ in range(forks):
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        os.waitpid(pid, 0)
+    after = _cpu_usage()
+    report = {**drained, "bare": {"forks": forks,
+                                  **{key: after[key] - drained[key] for key in drained}}}
+    with open(path + ".tmp", "w") as handle:
+        json.dump(report, handle)
+    os.replace(path + ".tmp", path)
+
+
+def measure_fork_cpu(peer: BasePeer, module: str, mode: str, cfg: dict) -> dict:
+    """CPU per forked task, worker side and task process side, against a bare fork of
+    the same image.
+
+    For each of the two sizes of `cpu_sizes`, N no-op tasks are enqueued, one worker
+    drains them and stops cleanly, and reports (`report_rusage`) its RUSAGE_SELF and its
+    RUSAGE_CHILDREN (its task processes, reaped): per task = difference / sizes, so that
+    start-up and shut-down cancel out. Each of those workers then forks N children that
+    exit at once: the bare fork, per fork, pooled over both."""
+    ctl = control(cfg)
+    reports = {}
+    for n in cfg["cpu_sizes"]:
+        ctl.flushall()
+        peer.setup()
+        peer.enqueue_bulk([payload(i) for i in range(n)])
+        path = os.path.join(os.environ.get("BENCH_TMP", "/tmp"), f"bench-rusage-{uuid.uuid4().hex}")
+        worker = WorkerProcess(module, mode, cfg, {"BENCH_MARKS": "drain", "BENCH_N": n,
+                                                   "BENCH_RUSAGE_FILE": path,
+                                                   "BENCH_BARE_FORKS": n}, f"cpu{n}")
+        try:
+            wait_list(ctl, END_KEY, 1, cfg.get("drain_timeout", 300), worker)
+        finally:
+            worker.stop(grace=120)
+        try:
+            with open(path) as handle:
+                reports[n] = json.load(handle)
+            os.unlink(path)
+        except OSError as error:
+            raise RuntimeError(f"the worker wrote no CPU report ({error}): "
+                               f"{worker.tail()}") from error
+    small, large = cfg["cpu_sizes"]
+    span = large - small
+    per_task = {key: (reports[large][key] - reports[small][key]) / span
+                for key in ("self", "children", "self_minflt", "children_minflt")}
+    forks = sum(report["bare"]["forks"] for report in reports.values())
+    bare = {key: sum(report["bare"][key] for report in reports.values()) / forks
+            for key in ("self", "children", "self_minflt", "children_minflt")}
+    figures = {"cpu_worker_ms": per_task["self"] * 1000,
+               "cpu_task_process_ms": per_task["children"] * 1000,
+               "cpu_forked_task_ms": (per_task["self"] + per_task["children"]) * 1000,
+               "cpu_bare_parent_ms": bare["self"] * 1000,
+               "cpu_bare_child_ms": bare["children"] * 1000,
+               "cpu_bare_fork_ms": (bare["self"] + bare["children"]) * 1000}
+    figures["cpu_vs_bare_fork"] = figures["cpu_forked_task_ms"] / figures["cpu_bare_fork_ms"]
+    ctl.flushall()
+    raw = {"reports": {str(n): report for n, report in reports.items()},
+           "faults_per_task": {"worker": per_task["self_minflt"],
+                               "task_process": per_task["children_minflt"]},
+           "faults_per_bare_fork": {"parent": bare["self_minflt"],
+                                    "child": bare["children_minflt"]}}
+    return {"figures": figures, "raw": raw}
 
 
 def measure_scaling(peer: BasePeer, module: str, mode: str, cfg: dict) -> dict:
@@ -640,7 +962,8 @@ def measure_scaling(peer: BasePeer, module: str, mode: str, cfg: dict) -> dict:
 
 
 ACTIONS = {"throughput": measure_throughput, "latency": measure_latency,
-           "count": measure_counts, "scaling": measure_scaling}
+           "count": measure_counts, "scaling": measure_scaling, "steps": measure_steps,
+           "cpu": measure_fork_cpu}
 
 
 def main(module: str) -> None:

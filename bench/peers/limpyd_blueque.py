@@ -16,10 +16,10 @@ import os
 import sys
 
 import limpyd_blueque
-from limpyd_blueque import Queue, use_redis
+from limpyd_blueque import Queue, Worker, use_redis
 from limpyd_blueque.models import BluequeModel
 
-from peers._common import BasePeer, listener_id, main, task_body
+from peers._common import BasePeer, listener_id, main, report_rusage, task_body
 
 
 class Peer(BasePeer):
@@ -47,21 +47,25 @@ class Peer(BasePeer):
         """Run `limpyd_blueque.Worker` (SIGTERM: its own warm shutdown)."""
         import logging
 
-        from limpyd_blueque import Worker
-
         self.setup()
         Worker(queues=[self.queue], callback=lambda job, queue: task_body(job.known["parameters"]),
                fork=mode.startswith("worker-fork"), concurrency=2 if mode == "worker-fork2" else 1,
                max_loops=None, logger_level=logging.WARNING).run()
+        report_rusage()  # the `cpu` measurement only (BENCH_RUSAGE_FILE)
 
-    # -- scaling ---------------------------------------------------------------------
+    # -- steps one by one (scaling, per-step costs) ------------------------------------
 
     def reserve_one(self):
-        job, _ = Queue.reserve_from([self.queue], self.listener, pid=os.getpid())
+        """Reserve and start the next task for this process, as `Worker.wait_for_job`
+        does, with the worker's default lease terms."""
+        job, _ = Queue.reserve_from([self.queue], self.listener, pid=os.getpid(),
+                                    ttr=Worker.ttr, max_run_time=Worker.max_run_time,
+                                    max_attempts=Worker.max_attempts)
         return job
 
     def complete_one(self, job) -> None:
-        job.complete("0")
+        """Store the result as the worker does (the holder: this listener, this attempt)."""
+        job.complete("0", listener_id=self.listener)
 
     def extra_scaling(self) -> dict:
         """Error filtering by date among 1k and among 100k stored errors.
