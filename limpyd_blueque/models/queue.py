@@ -40,7 +40,12 @@ QUEUE_SETTINGS = TERM_RULES
 
 
 class Queue(BluequeModel):
-    """A queue, named by its pk; its fields are the Blueque keys of that queue."""
+    """A queue, named by its pk; its fields are the Blueque keys of that queue.
+
+    One class, though long: every step an application or an operator takes on a queue
+    (enqueue, reserve, Tarantool's operations, counts, periodic tasks, setting a bad key
+    aside) is a method of the model it is called on, each a thin call of its step.
+    """
 
     name = QueueNameField()
     # settings of the queue, in the hash `<prefix>:queue:<name>`

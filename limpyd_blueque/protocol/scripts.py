@@ -222,6 +222,20 @@ class PassedOver:
         return bool(self.dropped or self.quarantined or self.broken or self.more
                     or self.expired)
 
+    @classmethod
+    def from_reply(cls, queues: Sequence[str], dropped: Sequence[str],
+                   quarantined: Sequence[str], broken: Sequence[Any], more: Any,
+                   expired: Sequence[str]) -> PassedOver:
+        """What the reserve step of `queues` says it passed over (see lua/reserve.lua)."""
+        return cls(list(dropped),
+                   {task_id: (queue, why) for queue, task_id, why
+                    in zip(quarantined[::3], quarantined[1::3], quarantined[2::3])},
+                   {queues[int(i) - 1]: f"{key or '?'} holds a {found}"
+                    for i, key, found, _ in _quads(broken)},
+                   bool(int(more)), list(expired),
+                   {queues[int(i) - 1]: (key, kind) for i, key, _, kind in _quads(broken)
+                    if key})
+
 
 @dataclass(frozen=True)
 class Beat:
@@ -747,15 +761,7 @@ class Scripts(ScriptRunner):
             args += [ttr, queue, k.utube_lists(queue)]
         reply = self._run("reserve", keys, args)
         index, task_id, flat = reply[:3]
-        dropped, quarantined, broken, more, expired = reply[6:11]
-        passed = PassedOver(list(dropped),
-                            {task_id: (queue, why) for queue, task_id, why
-                             in zip(quarantined[::3], quarantined[1::3], quarantined[2::3])},
-                            {queues[int(i) - 1]: f"{key or '?'} holds a {found}"
-                             for i, key, found, _ in _quads(broken)},
-                            bool(int(more)), list(expired),
-                            {queues[int(i) - 1]: (key, kind) for i, key, _, kind
-                             in _quads(broken) if key})
+        passed = PassedOver.from_reply(queues, *reply[6:11])
         if not int(index):
             return None, passed
         return Reservation.from_reply(task_id, queues[int(index) - 1], flat,
