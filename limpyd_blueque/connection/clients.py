@@ -16,10 +16,9 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from ..exceptions import (
     ConfigurationError,
     ParametersTooLarge,
-    RedisUnavailable,
 )
 from . import sentinel, shims
-from .errors import CLUSTER_SCHEME, describe, mask_secrets, reaching
+from .errors import CLUSTER_SCHEME, describe, mask_secrets, reaching, unreachable
 
 DEFAULT_URL = "redis://localhost:6379/0"
 #: the smallest `proto-max-bulk-len` a Redis server can have: a value of no more bytes is
@@ -155,8 +154,7 @@ class BluequeDatabase(PipelineDatabase):
                 **self._client_options)
         except (ValueError, RedisError) as error:
             if isinstance(error, (RedisConnectionError, RedisTimeoutError)):
-                raise RedisUnavailable(f"cannot reach the Redis Cluster at "
-                                       f"{mask_secrets(self.url)}: {error}") from error
+                raise unreachable(mask_secrets(self.url), error) from error
             raise ConfigurationError(f"invalid Redis Cluster URL {mask_secrets(self.url)!r}: "
                                      f"{mask_secrets(str(error))}") from error
         return client

@@ -338,7 +338,7 @@ class ScriptRunner:
                 script.sha = self.client.script_load(script.script)
                 return self.client.evalsha(script.sha, len(keys), *keys, *argv)
         except ResponseError as error:
-            raise refusal(name, error, describe(self.client)) from None
+            raise script_refusal(name, error, describe(self.client)) from None
         except (RedisConnectionError, RedisTimeoutError):
             with reaching(self.client):  # the error again, naming the server
                 raise
@@ -348,7 +348,7 @@ class ScriptRunner:
         return plan.read(self._run(plan.name, plan.keys, plan.args))
 
 
-def refusal(name: str, error: ResponseError, where: str) -> Exception:
+def script_refusal(name: str, error: ResponseError, where: str) -> Exception:
     """The error of this library a script's refusal stands for (else `error` itself);
     `where` names the server (for a full one: `RedisFull`)."""
     text = str(error)

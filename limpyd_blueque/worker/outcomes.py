@@ -1,5 +1,5 @@
 """Recording a task's outcome: the fenced steps, retried while Redis is away, and the
-stored `Error`. The worker's hooks (`job_success`, `job_error`) decide (an `Outcome`);
+stored `Error`. The worker's hooks (`job_success`, `job_error`) decide (an `OutcomeStep`);
 this part writes. It runs in the worker's process; a task process has its outcomes
 written there too (`relay.RelayedOutcomes`), and writes them itself only when its worker
 is gone.
@@ -16,7 +16,7 @@ from redis.exceptions import ResponseError
 
 from ..exceptions import REDIS_AWAY, TaskNotFound
 from ..protocol.options import DEFAULT_ERROR_TTL
-from ..protocol.statuses import Status
+from ..protocol.statuses import WAITING, Status
 from ..protocol.values import encode
 from ..upkeep.retention import error_ttl_for
 
@@ -30,7 +30,7 @@ PUT_BACK = ("requeue", "delay")
 
 
 @dataclass(frozen=True)
-class Outcome:
+class OutcomeStep:
     """What the hooks decided for an attempt: `kind` (complete, fail, requeue, cancel,
     delay), with the result or error `text`, the `delay` before the task runs again and
     the change of its priority. Plain values, so that a task process can send it to its
@@ -49,11 +49,11 @@ class Outcome:
         return {"complete": Status.COMPLETE, "fail": Status.FAILED,
                 "cancel": Status.CANCELED}[self.kind]
 
-    def to_message(self) -> dict[str, Any]:
+    def to_payload(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_message(cls, message: dict[str, Any]) -> Outcome:
+    def from_payload(cls, message: dict[str, Any]) -> OutcomeStep:
         return cls(str(message["kind"]), str(message.get("text", "")),
                    float(message.get("delay", 0.0)), int(message.get("priority_delta", 0)))
 
@@ -108,17 +108,17 @@ class OutcomeRecorder:
         data = job.data()
         return data.status == status and data.attempt == attempt_of(job)
 
-    def write(self, job: Job, outcome: Outcome) -> bool:
+    def write(self, job: Job, outcome: OutcomeStep) -> bool:
         """Record `outcome` (see `record`): True when done, False when the task is not
         ours."""
         return self.record(job, lambda: self.step(job, outcome), outcome.status)
 
-    def try_once(self, job: Job, outcome: Outcome, *, retry: bool) -> bool:
+    def try_once(self, job: Job, outcome: OutcomeStep, *, retry: bool) -> bool:
         """One try of `outcome`'s step (see `landed`), for a caller that retries later
         itself rather than wait here."""
         return self.landed(job, lambda: self.step(job, outcome), outcome.status, retry=retry)
 
-    def step(self, job: Job, outcome: Outcome) -> bool:
+    def step(self, job: Job, outcome: OutcomeStep) -> bool:
         """The fenced step of `outcome`, run once: True when done."""
         holder, attempt, kind = self.holder(job), attempt_of(job), outcome.kind
         if kind == "complete":
@@ -135,7 +135,7 @@ class OutcomeRecorder:
         return job.requeue(listener_id=holder, attempt=attempt, delay=outcome.delay,
                            uncounted=True)
 
-    def recognized(self, job: Job, outcome: Outcome) -> bool:
+    def recognized(self, job: Job, outcome: OutcomeStep) -> bool:
         """After this process's own try of `outcome` was refused, when another process may
         have written it for this attempt first (its worker, which then died before saying
         so): True when this attempt's outcome is in Redis. The task is then in this
@@ -151,29 +151,29 @@ class OutcomeRecorder:
         if data.status == Status.CANCELED and outcome.kind != "cancel":
             job.settled = "canceled"
             return True
-        put_back = (Status.PENDING, Status.SCHEDULED) if outcome.kind in PUT_BACK else ()
+        put_back = WAITING if outcome.kind in PUT_BACK else frozenset()
         return data.status == outcome.status or data.status in put_back
 
     def complete(self, job: Job, text: str) -> bool:
         """Store the result `text`: True when done, False when the task is not ours."""
-        return self.write(job, Outcome("complete", text))
+        return self.write(job, OutcomeStep("complete", text))
 
     def fail(self, job: Job, text: str) -> bool:
         """Store the error `text` and fail the task: see `complete`."""
-        return self.write(job, Outcome("fail", text))
+        return self.write(job, OutcomeStep("fail", text))
 
     def requeue(self, job: Job, text: str, *, delay: float, priority_delta: int) -> bool:
         """Store the error `text` and put the task back in line, `delay` seconds from now."""
-        return self.write(job, Outcome("requeue", text, delay, priority_delta))
+        return self.write(job, OutcomeStep("requeue", text, delay, priority_delta))
 
     def cancel(self, job: Job) -> bool:
         """File the task, stopped on its cancel request, as canceled: see `complete`."""
-        return self.write(job, Outcome("cancel"))
+        return self.write(job, OutcomeStep("cancel"))
 
     def delay(self, job: Job, delay: float) -> bool:
         """Put the task back to run `delay` seconds from now, this attempt not counted as a
         failure (the task asked for it)."""
-        return self.write(job, Outcome("delay", delay=delay))
+        return self.write(job, OutcomeStep("delay", delay=delay))
 
     def holder(self, job: Job) -> str:
         """The listener the steps act for: the task's node when known (an adopted task is

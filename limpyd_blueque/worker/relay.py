@@ -39,7 +39,7 @@ from ..exceptions import (
     RedisFull,
     RedisUnavailable,
 )
-from .outcomes import Outcome, OutcomeRecorder
+from .outcomes import OutcomeRecorder, OutcomeStep
 from .processes import Channel, DoneNotices, Payload
 
 if TYPE_CHECKING:
@@ -110,9 +110,9 @@ class RelayedOutcomes(OutcomeRecorder):
                          log=recorder.log, error_ttl=recorder.error_ttl)
         self.link = link
 
-    def write(self, job: Job, outcome: Outcome) -> bool:
+    def write(self, job: Job, outcome: OutcomeStep) -> bool:
         try:
-            reply = self.link.ask({"ask": "outcome", "outcome": outcome.to_message()})
+            reply = self.link.ask({"ask": "outcome", "outcome": outcome.to_payload()})
         except WorkerGone as gone:
             return self.alone(job, outcome, gone.delivered)
         if reply.get("reply") == "failed":
@@ -121,7 +121,7 @@ class RelayedOutcomes(OutcomeRecorder):
             job.settled = "canceled"
         return reply.get("reply") == "recorded"
 
-    def alone(self, job: Job, outcome: Outcome, delivered: bool) -> bool:
+    def alone(self, job: Job, outcome: OutcomeStep, delivered: bool) -> bool:
         """The worker is gone: write `outcome` here. If the worker may have written it
         before it died (`delivered`), a refusal is looked into: this attempt's outcome
         found in Redis counts as recorded."""
@@ -170,10 +170,12 @@ def relayed_reports(link: WorkerLink, job: Job) -> Writer:
     return write
 
 
-def relay_through(host: TaskHost, job: Job, link: WorkerLink) -> None:
-    """In a task process: have its worker write what the run of `job` writes."""
-    host.outcomes = RelayedOutcomes(host.outcomes, link)
+def relay_through(host: TaskHost, job: Job, link: WorkerLink) -> RelayedOutcomes:
+    """In a task process: have its worker write what the run of `job` writes: its
+    reports from now on, and its outcomes through the recorder returned (which the
+    `TaskProcess` hands to the worker's hooks, see `TaskRunner.recorder`)."""
     job.report_through(relayed_reports(link, job))
+    return RelayedOutcomes(host.outcomes, link)
 
 
 # -- in the worker's process ----------------------------------------------------------------
@@ -292,7 +294,7 @@ class Desk:
         pid = task.pid
         assert pid is not None, "a forked task has its process"
         line, recorder = self.lines[pid], self.host.outcomes
-        outcome = Outcome.from_message(request["outcome"])
+        outcome = OutcomeStep.from_payload(request["outcome"])
         retry = line.waiting is not None
         try:
             done = recorder.try_once(task.job, outcome, retry=retry)

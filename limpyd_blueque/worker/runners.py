@@ -43,6 +43,7 @@ from .task_process import TaskProcess, run_spare
 if TYPE_CHECKING:
     from ..models import Job, Queue
     from .contract import TaskHost
+    from .outcomes import OutcomeRecorder
 
 #: seconds a task process is given to stop after SIGTERM before SIGKILL
 INTERRUPT_GRACE = 10.0
@@ -100,6 +101,11 @@ class TaskRunner:
         task = self.tasks.get(job.task_id)
         if task is not None and task.job is job:
             self.apply(task, Event.RECORDED)
+
+    def recorder(self, default: OutcomeRecorder) -> OutcomeRecorder:
+        """How the hooks of the task run here record its outcome: the worker's recorder
+        (`default`), or in a task process the one its `TaskProcess` was handed."""
+        return default
 
     def stop_signal(self) -> None:
         """A stop signal arrived (called from the signal handler)."""
@@ -319,6 +325,11 @@ class ForkedRunner(TaskRunner):
     def spare_from_stop(self) -> None:
         if self.in_task_process is not None:
             self.in_task_process.spare_from_stop()
+
+    def recorder(self, default: OutcomeRecorder) -> OutcomeRecorder:
+        if self.in_task_process is not None:
+            return self.in_task_process.outcomes
+        return default
 
     def forget(self, task: RunningTask) -> None:
         if task.pid is not None:

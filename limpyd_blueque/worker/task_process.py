@@ -29,6 +29,7 @@ from .running import Origin, RunningTask
 if TYPE_CHECKING:
     from ..models import Job
     from .contract import TaskHost
+    from .outcomes import OutcomeRecorder
 
 
 def run_spare(host: TaskHost, notices: DoneNotices | None, channel: Channel,
@@ -54,9 +55,9 @@ def run_spare(host: TaskHost, notices: DoneNotices | None, channel: Channel,
     job = host.models.job_for(reservation)  # its model, checked by `Worker.prepare`
     slot.append(RunningTask(job, host.queue(reservation.queue), Origin.FORKED,
                             pid=os.getpid()))
-    if notices is not None:
-        relay_through(host, job, WorkerLink(channel, notices, parent))
-    side = TaskProcess(host, notices, slot[0], on_recorded=slot.clear)
+    outcomes = (relay_through(host, job, WorkerLink(channel, notices, parent))
+                if notices is not None else host.outcomes)
+    side = TaskProcess(host, notices, slot[0], outcomes, on_recorded=slot.clear)
     hand_over(side)
     return side.run()
 
@@ -65,11 +66,14 @@ class TaskProcess:
     """Runs a task process's one task and tells the worker how far it got (outcome
     stored, then done)."""
 
-    def __init__(self, host: TaskHost, notices: DoneNotices | None, task: RunningTask, *,
+    def __init__(self, host: TaskHost, notices: DoneNotices | None, task: RunningTask,
+                 outcomes: OutcomeRecorder, *,
                  on_recorded: Callable[[], None] = lambda: None) -> None:
         self.host = host
         self.notices = notices
         self.task = task
+        #: how the hooks record this task's outcomes here: through the worker (`relay`)
+        self.outcomes = outcomes
         self.on_recorded = on_recorded
         self._told = False
 

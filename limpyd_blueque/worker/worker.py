@@ -474,9 +474,14 @@ class Worker(WorkerSettings):
             return self.elapsed.total_seconds() >= self.max_duration
         return False
 
+    def recorder(self) -> OutcomeRecorder:
+        """What records the outcomes of the task running here: this worker's recorder,
+        or in a task process the one its runner handed it (through the worker)."""
+        return self.runner.recorder(self.outcomes)
+
     def retrying(self, step: Callable[[], Any]) -> Any:
         """Run `step`, retrying for `outcome_retry_timeout` seconds while Redis is away."""
-        return self.outcomes.retrying(step)
+        return self.recorder().retrying(step)
 
     def passed_over(self, passed: PassedOver) -> None:
         """What a reserve step passed over: ids that were not pending tasks (one line with
@@ -529,7 +534,7 @@ class Worker(WorkerSettings):
         error = QuarantinedTask(task_id, problem)
         job = self.job_model.from_reservation(Reservation(task_id, queue.pk.get(), {}))
         if self.save_errors:
-            self.outcomes.store_error(self.error_model, job, queue, error, None)
+            self.recorder().store_error(self.error_model, job, queue, error, None)
         self.log(f"[{queue.pk.get()}|{task_id!a}] quarantined: {problem!a}", logging.ERROR)
 
     def process_ended(self, task: RunningTask, cause: TaskKilled) -> None:
@@ -545,13 +550,13 @@ class Worker(WorkerSettings):
     def process_canceled(self, task: RunningTask) -> None:
         """A canceling task's process ended: file it as canceled, then `job_canceled` (also
         when the process filed it so, then was stopped before its hooks ran)."""
-        if self.outcomes.cancel(task.job) or task.job.data().status_in(
+        if self.recorder().cancel(task.job) or task.job.data().status_in(
                 "canceled", attempt=task.attempt):
             self.job_canceled(task.job, task.queue)
 
     def cancel_asked(self, job: Job, queue: Queue) -> bool:
         """The task stopped on its cancel (it raised `Canceled`): file it as canceled."""
-        (self.job_canceled if self.outcomes.cancel(job) else self.job_skipped)(job, queue)
+        (self.job_canceled if self.recorder().cancel(job) else self.job_skipped)(job, queue)
         return False
 
     def requeue_interrupted(self, task: RunningTask) -> None:
@@ -580,7 +585,7 @@ class Worker(WorkerSettings):
             trace = traceback.format_exc() if self.save_tracebacks else None
             self.job_error(job, queue, error, trace)
             return
-        if not self.outcomes.complete(job, text):
+        if not self.recorder().complete(job, text):
             self.job_skipped(job, queue)
             return
         if job.settled == "canceled":  # its cancel was asked first
@@ -598,10 +603,10 @@ class Worker(WorkerSettings):
                      and self.must_requeue(job, counted_attempts(job)))
         text = error_text(exception)
         if requeued:
-            done = self.outcomes.requeue(job, text, delay=self.requeue_delay_delta,
+            done = self.recorder().requeue(job, text, delay=self.requeue_delay_delta,
                                          priority_delta=self.requeue_priority_delta)
         else:
-            done = self.outcomes.fail(job, text)
+            done = self.recorder().fail(job, text)
         if not done:
             self.job_skipped(job, queue)
             return
@@ -610,7 +615,7 @@ class Worker(WorkerSettings):
             return
         self.runner.recorded(job)  # the worker must not take it for lost, nor kill it now
         if self.save_errors:
-            self.outcomes.store_error(
+            self.recorder().store_error(
                 self.error_model, job, queue, exception, trace if self.save_tracebacks else None,
                 **self.additional_error_fields(job, queue, exception, trace))
         self.log(self.job_error_message(job, queue, exception, trace), logging.ERROR)
@@ -634,7 +639,7 @@ class Worker(WorkerSettings):
         """The task asked to run again `job.delay_requested` seconds from now: back to the
         scheduled set (not a failure, no retry used), log, then `on_delayed`; a task no
         longer held by this worker is skipped."""
-        if not self.outcomes.delay(job, job.delay_requested or 0.0):
+        if not self.recorder().delay(job, job.delay_requested or 0.0):
             self.job_skipped(job, queue)
             return
         if job.settled == "canceled":

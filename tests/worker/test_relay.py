@@ -23,7 +23,7 @@ from relay_workers import HERE
 
 from limpyd_blueque import Error, Job, Queue, RedisFull, Worker
 from limpyd_blueque.protocol.scripts import Reservation
-from limpyd_blueque.worker.outcomes import Outcome, OutcomeRecorder
+from limpyd_blueque.worker.outcomes import OutcomeRecorder, OutcomeStep
 from limpyd_blueque.worker.processes import Channel
 from limpyd_blueque.worker.relay import stored_already
 
@@ -182,11 +182,11 @@ def test_a_channel_carries_a_message_larger_than_its_buffers_as_it_comes():
 def test_an_outcome_written_by_a_worker_that_died_is_recognized(database):
     queue = Queue.named("p")
     recorder = OutcomeRecorder("parts.host_1", retry_timeout=1)
-    for outcome, also in [(Outcome("complete", "r"), None),
-                          (Outcome("fail", "ValueError: x"), None),
-                          (Outcome("requeue", "ValueError: x"), None),
-                          (Outcome("requeue", "ValueError: x"), "taken again"),
-                          (Outcome("delay", delay=600), None)]:
+    for outcome, also in [(OutcomeStep("complete", "r"), None),
+                          (OutcomeStep("fail", "ValueError: x"), None),
+                          (OutcomeStep("requeue", "ValueError: x"), None),
+                          (OutcomeStep("requeue", "ValueError: x"), "taken again"),
+                          (OutcomeStep("delay", delay=600), None)]:
         queue.enqueue("x")
         job, _ = Queue.reserve_from(["p"], "parts.host_1", pid=os.getpid())
         assert recorder.write(job, outcome) is True  # the worker wrote it
@@ -196,8 +196,8 @@ def test_an_outcome_written_by_a_worker_that_died_is_recognized(database):
         assert recorder.recognized(job, outcome) is True, (outcome, also)
     queue.enqueue("x")
     job, _ = Queue.reserve_from(["p"], "parts.host_1", pid=os.getpid())
-    assert recorder.write(job, Outcome("fail", "TaskKilled: by someone")) is True
-    assert recorder.recognized(job, Outcome("complete", "r")) is False  # not its outcome
+    assert recorder.write(job, OutcomeStep("fail", "TaskKilled: by someone")) is True
+    assert recorder.recognized(job, OutcomeStep("complete", "r")) is False  # not its outcome
 
 
 def test_a_task_filed_canceled_by_its_worker_is_recognized_as_canceled(database):
@@ -209,17 +209,17 @@ def test_a_task_filed_canceled_by_its_worker_is_recognized_as_canceled(database)
     worker_copy = Job.from_reservation(job.task)
     assert recorder.complete(worker_copy, "r") is True
     assert worker_copy.settled == "canceled"
-    assert recorder.recognized(job, Outcome("complete", "r")) is True
+    assert recorder.recognized(job, OutcomeStep("complete", "r")) is True
     assert job.settled == "canceled"
 
 
 def test_an_outcome_travels_as_plain_values():
-    for outcome in (Outcome("complete", "r"), Outcome("requeue", "e", 3.5, -2),
-                    Outcome("delay", delay=0.0), Outcome("cancel")):
-        assert Outcome.from_message(outcome.to_message()) == outcome
-    assert [Outcome(kind).status for kind in ("complete", "fail", "cancel", "requeue")] == [
+    for outcome in (OutcomeStep("complete", "r"), OutcomeStep("requeue", "e", 3.5, -2),
+                    OutcomeStep("delay", delay=0.0), OutcomeStep("cancel")):
+        assert OutcomeStep.from_payload(outcome.to_payload()) == outcome
+    assert [OutcomeStep(kind).status for kind in ("complete", "fail", "cancel", "requeue")] == [
         "complete", "failed", "canceled", "pending"]
-    assert Outcome("delay", delay=5).status == "scheduled"
+    assert OutcomeStep("delay", delay=5).status == "scheduled"
 
 
 def test_a_reservation_says_whether_a_task_must_be_cancelled_on_error(database):

@@ -1,0 +1,10 @@
+"""The documented path of the worker's log lines, now methods of `Worker` itself (one
+class: the loop, the hooks and their `*_message` log lines, in
+`limpyd_blueque.worker.worker`): `WorkerMessages`, the class that held them, is `Worker`
+(this module only re-exports it)."""
+
+from .worker.worker import Worker
+
+WorkerMessages = Worker
+
+__all__ = ["WorkerMessages"]
