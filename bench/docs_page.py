@@ -380,6 +380,44 @@ MISSES: dict[str, str] = {
         "so the difference is the server time above (about 100 µs more per task) and the "
         "worker's own Python per task (the running-task state machine, the hooks, the "
         "outcome recorder, the title and status updates): the server time first."),
+    PICKUP_TARGET: (
+        "**Pickup latency in-process.** p50 {p50_in:.2f} ms, p99 {p99_in:.2f} ms: the p99 "
+        "is met, the p50 is about a tenth of a millisecond over. A task enqueued to an idle "
+        "worker costs the wake-up (the ``PUBLISH`` read by the worker's subscription), a "
+        "turn of the loop, then the reserve step's server time above: the same reductions "
+        "apply."),
+    PICKUP_FORK_TARGET: (
+        "**Pickup latency forking.** p50 {p50_fork:.2f} ms, p99 {p99_fork:.2f} ms, at the "
+        "bounds: on top of the in-process path, the hand-over of the reservation to the "
+        "spare process and its start, whose cost is the forked task's CPU below."),
+    CPU_TARGET: (
+        "**CPU per forked task.** {cpu_forked_task_ms:.2f} ms against a bare fork's "
+        "{cpu_bare_fork_ms:.2f} ms ({cpu_vs_bare_fork:.2f} x): worker "
+        "{cpu_worker_ms:.2f} ms, task process {cpu_task_process_ms:.2f} ms. The task process "
+        "no longer opens a Redis connection (its worker writes for it, over its line); what "
+        "is left on its side is the Python of a run (the job built from its reservation, "
+        "the hooks, the messages on its line, the orphan watch's thread), on the worker's the "
+        "two steps and the line's messages. Next: fewer messages per task (the recorded "
+        "notice the worker no longer needs), and no thread per task process for the orphan "
+        "watch."),
+    FORK_TARGET: (
+        "**Drain forking.** {drain_fork:,.0f}/s: {drain_fork_ratio:.2f} x blueque's "
+        "ForkingRunner ({drain_blueque_fork:,.0f}/s). Bounded by the CPU per forked task "
+        "above on two cores: the same work."),
+    PSS_TARGET: (
+        "**Task process PSS.** {pss_ratio:.2f} x a bare fork ({pss_task:.1f} against "
+        "{pss_bare:.1f} MiB), 500 running. A running task process holds no connection any "
+        "more; its private pages are those its run writes in the image it shares with its "
+        "worker (the objects Python touches, the orphan watch's thread and its stack). Not "
+        "yet profiled page by page."),
+    MEMORY_TARGET: (
+        "**Redis memory per finished task kept.** {mem_finished:,.0f} B against blueque's "
+        "{mem_finished_blueque:,.0f} B ({mem_finished_ratio:.2f} x). Beyond blueque's "
+        "fields, a finished task keeps ``attempt``, ``pstart`` (about 40 bytes, the process "
+        "start mark) and ``started_at``, and an entry in the retention set (its deletion "
+        "time, about 100 bytes with the set's overhead). Next: ``pstart`` dropped when the "
+        "task is filed, and the retention entry shared by the tasks of a queue's default "
+        "retention."),
 }
 
 #: the measures taken as changes landed, kept by hand: appended to the page
