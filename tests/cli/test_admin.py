@@ -299,7 +299,9 @@ def running(redis_url, database, conn):
     worker = start_worker(redis_url, f"--queues={Q}", "--callback=jobs.progressing",
                           "--progress-interval=0.1", "--timeout=0.2", "--cancel-grace=1")
     try:
-        wait_for(lambda: job.progress() is not None and job.progress().done > 0, timeout=20)
+        # far enough that the table's progress bar has a whole cell (more than 1/32 of it):
+        # a forked task's first report now reaches Redis as soon as its worker writes it
+        wait_for(lambda: job.progress() is not None and job.progress().done >= 15, timeout=20)
         yield worker, job
     finally:
         worker.kill()
