@@ -47,8 +47,9 @@ local server_now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
 local statuses = {scheduled = true, pending = true, reserved = true, started = true,
     complete = true, failed = true, canceled = true, buried = true, expired = true}
 -- the fields of a task hash read as numbers (here or by its worker): one that holds
--- something else makes the task unrunnable as it is ('' counts as unset)
-local NUMBER_FIELDS = {'attempt', 'created', 'updated', 'eta', 'pid', 'ttr', 'max_run_time',
+-- something else makes the task unrunnable as it is ('' counts as unset); `attempt`, a
+-- count, is checked on its own first
+local NUMBER_FIELDS = {'created', 'updated', 'eta', 'pid', 'ttr', 'max_run_time',
     'max_attempts', 'stall_timeout', 'expires_at', 'priority', 'result_ttl', 'failure_ttl',
     'error_ttl'}
 local dropped, quarantined, broken, expired, passed = {}, {}, {}, {}, 0
