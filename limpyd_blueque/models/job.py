@@ -12,6 +12,7 @@ from ..exceptions import ConfigurationError, InvalidTransition, TaskNotFound, Un
 from ..protocol.keys import check_queue_name
 from ..protocol.options import check_priority, eta_of, priority_of, seconds
 from ..protocol.scripts import Reservation
+from ..protocol.statistics import Tally
 from ..protocol.statuses import FINISHED, FINISHED_BY_RUN, RETRYABLE, RUNNING, Status
 from .producing import enqueue_tasks
 from .progress import CheckpointRecord, Progress, ProgressReporter
@@ -248,10 +249,12 @@ class Job(Task):
             self._reporter.canceled = True
 
     def record_canceled(self, why: Any, *, listener_id: str | None = None,
-                        attempt: int | None = None) -> bool:
+                        attempt: int | None = None, tally: Tally | None = None) -> bool:
         """Its holder files the running task as canceled (it stopped on a cancel request),
-        storing `why` in its `error` field; False when the caller no longer holds it."""
-        return self._finish(Status.CANCELED, why, listener_id, None, self._attempt(attempt))
+        storing `why` in its `error` field; False when the caller no longer holds it.
+        Counted in `tally` when given (see `complete`)."""
+        return self._finish(Status.CANCELED, why, listener_id, None, self._attempt(attempt),
+                            tally)
 
     @property
     def duration(self) -> timedelta | None:

@@ -205,6 +205,7 @@ class Queue(BluequeModel):
                      max_run_time: float | None = None, max_attempts: int | None = None,
                      job_model: type[Job] | None = None,
                      report: Callable[[PassedOver], None] | None = None,
+                     tally: statistics.Tally | None = None,
                      ) -> tuple[Job | None, Reservation | None]:
         """Blueque "Node Task Pop", atomic, the one way to reserve: the next task of the
         highest priority among `queues` (see `scripts.Scripts.reserve`), reserved by
@@ -212,16 +213,24 @@ class Queue(BluequeModel):
         given. `ttr`, `max_run_time`, `max_attempts`: the defaults of its lease terms
         (`scripts.NEVER_EXPIRES` as `ttr`: never expires). Returns `(job, reservation)`,
         the job of `job_model` (default: this model's), or `(None, None)`; what the step
-        passed over (`scripts.PassedOver`) goes to `report`, when there is any."""
+        passed over (`scripts.PassedOver`) goes to `report`, when there is any. A worker
+        counts the take in its `tally` (see `write_tally`), else the step counts it."""
         names = [check_queue_name(queue) for queue in queues]
         reservation, passed = cls.scripts().reserve(
             names, check_listener_id(listener_id), time.time(), pid=pid, pstart=pstart,
-            ttrs=[ttr] * len(names), max_run_time=max_run_time, max_attempts=max_attempts)
+            ttrs=[ttr] * len(names), max_run_time=max_run_time, max_attempts=max_attempts,
+            tally=tally)
         if report is not None and passed:
             report(passed)
         if reservation is None:
             return None, None
         return (job_model or cls.job_model).from_reservation(reservation), reservation
+
+    @classmethod
+    def write_tally(cls, tally: statistics.Tally) -> int:
+        """Add what `tally` counted to the queues' counters, in one round trip (see
+        `statistics.Tally.flush`); how many fields were written."""
+        return tally.flush(cls.client(), cls.keys())
 
     def reserve(self, listener_id: str, *, pid: int | None = None,
                 ttr: float | str | None = None) -> Job | None:

@@ -20,6 +20,7 @@ from ..exceptions import InvalidTransition, ProtocolError, TaskNotFound
 from ..protocol.keys import check_listener_id
 from ..protocol.options import DEFAULT_RETENTION, Retention, eta_of
 from ..protocol.scripts import Reservation, StepResult
+from ..protocol.statistics import Tally
 from ..protocol.statuses import Status
 from ..protocol.values import MAX_SECONDS, TASK_ID_MAX, check_number, encode, printable
 from .base import BluequeModel, ProtocolField, TaskIdField
@@ -285,9 +286,10 @@ class Task(BluequeModel):
                          + (f" in attempt {attempt}" if attempt is not None else ""))
 
     def _finish(self, status: Status, value: Any, listener_id: str | None, pid: int | None,
-                attempt: int | None) -> bool:
+                attempt: int | None, tally: Tally | None = None) -> bool:
         """The holder's finish step; a task whose cancel was asked is filed as canceled
-        (`settled` then says "canceled")."""
+        (`settled` then says "canceled"). Counted in `tally` when given (see
+        `statistics.Tally`), else by the step itself."""
         what = "result" if status is Status.COMPLETE else "error"
         text = encode(value, what)
         queue = self._queue_name()
@@ -296,27 +298,31 @@ class Task(BluequeModel):
             if not listener_id:
                 raise InvalidTransition(self.task_id, self.status.hget(), status,
                                         "no listener holds it")
-        outcome = self.scripts().finish(queue, self.task_id, listener_id, status.value, text,
-                                        time.time(), pid, attempt, self.retention)
+        reserved = self.task
+        outcome = self.scripts().finish(
+            queue, self.task_id, listener_id, status.value, text, time.time(), pid, attempt,
+            self.retention, tally, reserved.queue_ttl(status.value) if reserved else None)
         if outcome.missing:
             raise TaskNotFound(self.task_id)
         return self._settle(outcome.done, "canceled") if outcome.canceled else outcome.done
 
     def complete(self, result: Any = "", *, listener_id: str | None = None,
-                 pid: int | None = None, attempt: int | None = None) -> bool:
+                 pid: int | None = None, attempt: int | None = None,
+                 tally: Tally | None = None) -> bool:
         """Blueque "Task Completed Successfully": store `result`, move to the complete list.
 
         Only the holder may complete: `listener_id` (default: the task's `node`) and,
         when given, `attempt`. Returns True when this call finished the task, False when
         it was refused (finished already, or now held by another listener or attempt):
-        a task is finished exactly once.
+        a task is finished exactly once. A worker counts its steps in its `tally`
+        (`statistics.Tally`); without one, the step counts itself in its queue's counters.
         """
-        return self._finish(Status.COMPLETE, result, listener_id, pid, attempt)
+        return self._finish(Status.COMPLETE, result, listener_id, pid, attempt, tally)
 
     def fail(self, error: Any, *, listener_id: str | None = None, pid: int | None = None,
-             attempt: int | None = None) -> bool:
+             attempt: int | None = None, tally: Tally | None = None) -> bool:
         """Blueque "Task Failed": store `error`, move to the failed list. See `complete`."""
-        return self._finish(Status.FAILED, error, listener_id, pid, attempt)
+        return self._finish(Status.FAILED, error, listener_id, pid, attempt, tally)
 
     def _put_back(self, queue: str, listener_id: str | None, attempt: int | None, now: float,
                   *, eta: float | None = None, error: Any = None, front: bool = False,

@@ -25,7 +25,7 @@ from ..connection.errors import describe, reaching, translate
 from ..exceptions import ProtocolError, QueueBusy, TaskExists
 from .keys import KeySpace
 from .options import DEFAULT_RETENTION, Retention, TaskOptions
-from .statistics import DURATION_BOUNDS, THROUGHPUT_TTL
+from .statistics import DURATION_BOUNDS, THROUGHPUT_TTL, Tally
 
 SCRIPT_NAMES = (
     "enqueue", "enqueue_options", "enqueue_due", "reserve", "start", "finish", "delete",
@@ -148,6 +148,10 @@ class Reservation:
     #: the deadline of its lease as the step wrote it, in Redis's own text (None: not
     #: known); a beat that finds the lease still there knows it is the holder's own
     lease: str | None = None
+    #: its queue's `result_ttl` and `failure_ttl` as the step read them ('-': unset), a
+    #: term fixed when the task was taken, as the others; None when the step did not read
+    #: them (the task has all its lease terms): the finish step reads them then
+    queue_ttls: tuple[str, str] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fields", MappingProxyType(dict(self.fields)))
@@ -174,27 +178,39 @@ class Reservation:
         """The listener id holding the task."""
         return self.fields.get("node") or None
 
+    def queue_ttl(self, status: str) -> str | None:
+        """The queue's retention of a task finished with `status`, as the reserve step
+        read it (None: not read)."""
+        if self.queue_ttls is None:
+            return None
+        return self.queue_ttls[0] if status == "complete" else self.queue_ttls[1]
+
     @classmethod
     def from_reply(cls, task_id: str, queue: str, flat: Sequence[str],
-                   terms: Sequence[str], lease: str | None = None) -> Reservation:
+                   terms: Sequence[str], lease: str | None = None,
+                   queue_ttls: Sequence[str] = ()) -> Reservation:
         """From a script's reply: the task hash as a flat list, then its terms (ttr, max
-        run time, max attempts, stall timeout), and its lease's deadline as written."""
+        run time, max attempts, stall timeout), its lease's deadline as written, and its
+        queue's retentions as read ('' when not read)."""
         ttr, max_run_time, max_attempts, stall_timeout = (
             _number(term) for term in [*terms, None, None, None][:4])
+        ttls = tuple(str(ttl) for ttl in queue_ttls)
         return cls(task_id, queue, dict(zip(flat[::2], flat[1::2])), ttr, max_run_time,
-                   int(max_attempts) if max_attempts else None, stall_timeout, lease or None)
+                   int(max_attempts) if max_attempts else None, stall_timeout, lease or None,
+                   (ttls[0], ttls[1]) if len(ttls) == 2 and all(ttls) else None)
 
     def to_payload(self) -> dict[str, Any]:
         """A JSON-able form, to hand the task to another process."""
         return {"task_id": self.task_id, "queue": self.queue, "fields": dict(self.fields),
                 "ttr": self.ttr, "max_run_time": self.max_run_time,
                 "max_attempts": self.max_attempts, "stall_timeout": self.stall_timeout,
-                "lease": self.lease}
+                "lease": self.lease, "queue_ttls": self.queue_ttls}
 
     @classmethod
     def from_payload(cls, payload: Mapping[str, Any]) -> Reservation:
         """The reservation `to_payload` described."""
-        return cls(**payload)
+        ttls = payload.get("queue_ttls")
+        return cls(**{**payload, "queue_ttls": tuple(ttls) if ttls else None})
 
 
 #: most entries one reserve step passes over (ids that are not pending tasks) before it
@@ -735,23 +751,26 @@ class Scripts(ScriptRunner):
                 pid: int | None = None, pstart: str | None = None,
                 ttrs: Sequence[float | str | None] | None = None,
                 max_run_time: float | None = None, max_attempts: int | None = None,
-                retention: Retention = DEFAULT_RETENTION,
+                retention: Retention = DEFAULT_RETENTION, tally: Tally | None = None,
                 ) -> tuple[Reservation | None, PassedOver]:
         """Take the next pending task: the first in line of the highest priority found in
         the queues, from the first queue that has it.
 
         With `pid`, the task is started by that pid (whose start mark is `pstart`) in
         the same step. `ttrs` (one per queue), `max_run_time` and `max_attempts` are the
-        defaults of the lease terms (see `Reservation`). Returns the reservation (or
+        defaults of the lease terms (see `Reservation`). The take is counted in `tally`
+        when given, else by the step in its queue's counters. Returns the reservation (or
         None) and what was passed over on the way (see `PassedOver`).
         """
         k, ttrs = self.keys, list(ttrs) if ttrs is not None else [None] * len(queues)
         if k.cluster and len(queues) > 1:  # one slot per queue: one step per queue
             return self._reserve_each(queues, listener_id, now, ttrs, pid=pid, pstart=pstart,
-                max_run_time=max_run_time, max_attempts=max_attempts, retention=retention)
+                max_run_time=max_run_time, max_attempts=max_attempts, retention=retention,
+                tally=tally)
         keys: list[str] = []
         args: list[object] = [k.task_prefix, listener_id, now, pid, pstart, max_run_time,
-                              max_attempts, PASS_OVER_BOUND, retention.failure_ttl]
+                              max_attempts, PASS_OVER_BOUND, retention.failure_ttl,
+                              1 if tally is not None else None]
         for queue, ttr in zip(queues, ttrs):
             keys += [k.pending(queue), k.reserved(queue, listener_id), k.leases(queue),
                      k.started(queue), k.queue_settings(queue), k.failed(queue),
@@ -764,8 +783,11 @@ class Scripts(ScriptRunner):
         passed = PassedOver.from_reply(queues, *reply[6:11])
         if not int(index):
             return None, passed
-        return Reservation.from_reply(task_id, queues[int(index) - 1], flat,
-                                      [*reply[3:6], reply[11]], reply[12]), passed
+        queue = queues[int(index) - 1]
+        if tally is not None:
+            tally.taken(queue, reply[13], now)
+        return Reservation.from_reply(task_id, queue, flat, [*reply[3:6], reply[11]],
+                                      reply[12], reply[14:16]), passed
 
     def _reserve_each(self, queues: Sequence[str], listener_id: str, now: float,
                       ttrs: Sequence[float | str | None], **terms: Any,
@@ -809,9 +831,12 @@ class Scripts(ScriptRunner):
 
     def finish(self, queue: str, task_id: str, listener_id: str, status: str, value: str,
                now: float, pid: int | None = None, attempt: int | str | None = None,
-               retention: Retention = DEFAULT_RETENTION) -> StepResult:
+               retention: Retention = DEFAULT_RETENTION,
+               tally: Tally | None = None, queue_ttl: str | None = None) -> StepResult:
         """Complete, fail or cancel a task held by `listener_id` (and `attempt`, when
-        given); one whose cancel was asked is filed as canceled (`StepResult.canceled`)."""
+        given); one whose cancel was asked is filed as canceled (`StepResult.canceled`).
+        The step is counted in `tally` when given, else by the step itself. `queue_ttl`:
+        the queue's retention of `status` as the reserve step read it (None: read here)."""
         k = self.keys
         canceled, settings, kept, throughput = self._finishing_keys(queue, now)
         keys = [k.task(task_id), k.reserved(queue, listener_id), k.started(queue),
@@ -821,8 +846,13 @@ class Scripts(ScriptRunner):
         reply = self._run("finish", keys,
                           [task_id, listener_id, pid, status, value, now, attempt,
                            *self._utube_args(queue), retention.result_ttl,
-                           retention.failure_ttl])
-        return StepResult.from_reply(reply)
+                           retention.failure_ttl, 1 if tally is not None else None,
+                           queue_ttl])
+        result = StepResult.from_reply(reply)
+        if tally is not None and result.done:
+            tally.finished(queue, "canceled" if result.canceled else status, reply[2] or None,
+                           now)
+        return result
 
     def delete(self, queue: str, task_id: str, *, finished_only: bool = False) -> StepResult:
         """Delete a task of `queue` that is not running (with `finished_only`: complete,

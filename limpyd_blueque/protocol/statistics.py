@@ -1,8 +1,9 @@
 """Statistics of queues in O(1), whatever their size: how many tasks each status holds,
 read from the length of the structures that file them (which every Blueque client keeps
-true, the reference included), and how many times each operation ran, counted by the
-scripts themselves in `<prefix>:stats:<queue>` (operations of other Blueque clients are
-not counted there).
+true, the reference included), and how many times each operation ran, counted in
+`<prefix>:stats:<queue>` by the scripts themselves or, for the steps a worker runs on its
+tasks, by the worker (`Tally`), about once a second (operations of other Blueque clients
+are not counted there).
 
 The shape is Tarantool's queue's `statistics()`: `{"tasks": {...}, "calls": {...}}`,
 with its names (`ready`, `taken`, `done`, `delayed`, `buried`, `total`) beside ours.
@@ -11,6 +12,9 @@ with its names (`ready`, `taken`, `done`, `delayed`, `buried`, `total`) beside o
 from __future__ import annotations
 
 import math
+import threading
+import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -43,6 +47,123 @@ THROUGHPUT_WINDOW = 3600
 #: reads the minute the window begins in, and the clock of the worker that counted may
 #: be behind the reader's. Twice the window leaves room for both.
 THROUGHPUT_TTL = 2 * THROUGHPUT_WINDOW
+
+
+#: the counter of each finishing status in the counters hash
+FINISH_CALLS = {"complete": "calls.ack", "failed": "calls.fail", "canceled": "calls.cancel"}
+
+
+def bucket_of(seconds: float) -> str:
+    """The histogram bucket of a duration: its upper bound as `<name>.le.<bound>` names it
+    (the same text as lua/_finished.lua's `observe`)."""
+    for bound in DURATION_BOUNDS:
+        if seconds <= bound:
+            return f"{bound:g}"
+    return "inf"
+
+
+class Tally:
+    """The counters of the steps one worker runs, kept in its memory and written in one
+    round trip per `flush` (`interval` seconds apart at most, while there is something to
+    write) instead of five to eight `HINCRBY` inside each step: the reserve and finish
+    steps given a tally count nothing themselves (`Scripts.reserve`, `Scripts.finish`).
+    What a worker killed outright had not flushed yet (at most `interval` seconds of its
+    counts) is lost: these are statistics, the tasks' states are in their own keys.
+    Thread-safe."""
+
+    def __init__(self, interval: float = 1.0) -> None:
+        self.interval = interval
+        self._lock = threading.Lock()
+        self._counts: dict[str, Counter[str]] = {}
+        self._minutes: dict[tuple[str, int], Counter[str]] = {}
+        self._next = 0.0
+
+    def __bool__(self) -> bool:
+        return bool(self._counts or self._minutes)
+
+    def _observe(self, counts: Counter[str], name: str, since: object, now: float) -> None:
+        """Count `now - since` seconds in the histogram `name` (nothing when `since` is not
+        a number; clamped at 0), as lua/_finished.lua's `observe` does."""
+        try:
+            seconds = max(now - float(str(since)), 0.0)
+        except ValueError:
+            return
+        if not math.isfinite(seconds):
+            return
+        counts[f"{name}.le.{bucket_of(seconds)}"] += 1
+        counts[f"{name}.sum_us"] += math.floor(seconds * 1_000_000 + 0.5)
+
+    def _queue_counts(self, queue: str) -> Counter[str]:
+        """The counts of `queue` (lock held); the first count after a flush is written
+        `interval` seconds later, with those that follow it by then."""
+        if not self:
+            self._next = max(self._next, time.monotonic() + self.interval)
+        return self._counts.setdefault(queue, Counter())
+
+    def taken(self, queue: str, waiting_since: object, now: float) -> None:
+        """A reserve step took a task of `queue` that waited since `waiting_since`."""
+        with self._lock:
+            counts = self._queue_counts(queue)
+            counts["calls.take"] += 1
+            self._observe(counts, "wait", waiting_since, now)
+
+    def finished(self, queue: str, status: str, started_at: object, now: float) -> None:
+        """A task of `queue` was filed `status` at `now` by its holder; it ran since
+        `started_at` (None when it was reserved, never started)."""
+        with self._lock:
+            counts = self._queue_counts(queue)
+            counts[FINISH_CALLS[status]] += 1
+            counts[f"finished.{status}"] += 1
+            if started_at is not None:
+                self._observe(counts, "run", started_at, now)
+            self._minutes.setdefault((queue, int(now // 60)), Counter())[status] += 1
+
+    def due(self) -> bool:
+        """True when there is something to write, counted `interval` seconds ago or more."""
+        return bool(self) and time.monotonic() >= self._next
+
+    def until_due(self) -> float:
+        """Seconds until `due` (infinity when there is nothing to write)."""
+        return max(self._next - time.monotonic(), 0.0) if self else math.inf
+
+    def flush(self, client: redis.Redis, keys: KeySpace) -> int:
+        """Write the counts kept so far in one round trip; how many fields were written.
+        When Redis cannot be reached, the counts are kept for the next flush and the error
+        raised. A counters hash of another type is passed over, as the scripts do."""
+        with self._lock:
+            counts, minutes = self._counts, self._minutes
+            self._counts, self._minutes = {}, {}
+            self._next = time.monotonic() + self.interval
+        if not counts and not minutes:
+            return 0
+        written = 0
+        # all or nothing where one server holds them all (one slot per queue otherwise)
+        with client.pipeline(transaction=not keys.cluster) as pipe:
+            for queue, fields in counts.items():
+                for field, count in fields.items():
+                    pipe.hincrby(keys.statistics(queue), field, count)
+                    written += 1
+            for (queue, minute), fields in minutes.items():
+                key = keys.throughput(queue, minute)
+                for field, count in fields.items():
+                    pipe.hincrby(key, field, count)
+                    written += 1
+                pipe.expire(key, THROUGHPUT_TTL)
+            try:
+                with reaching(client):
+                    pipe.execute(raise_on_error=False)
+            except Exception:
+                self._restore(counts, minutes)
+                raise
+        return written
+
+    def _restore(self, counts: dict[str, Counter[str]],
+                 minutes: dict[tuple[str, int], Counter[str]]) -> None:
+        with self._lock:
+            for queue, fields in counts.items():
+                self._counts.setdefault(queue, Counter()).update(fields)
+            for at, fields in minutes.items():
+                self._minutes.setdefault(at, Counter()).update(fields)
 
 
 def _queue_commands(pipe: Any, keys: KeySpace, name: str) -> list[str]:

@@ -16,6 +16,7 @@ from redis.exceptions import ResponseError
 
 from ..exceptions import REDIS_AWAY, TaskNotFound
 from ..protocol.options import DEFAULT_ERROR_TTL
+from ..protocol.statistics import Tally
 from ..protocol.statuses import WAITING, Status
 from ..protocol.values import encode
 from ..upkeep.retention import error_ttl_for
@@ -63,8 +64,10 @@ class OutcomeRecorder:
 
     def __init__(self, listener_id: str, *, retry_timeout: float,
                  log: Callable[..., None] | None = None,
-                 error_ttl: float = DEFAULT_ERROR_TTL) -> None:
+                 error_ttl: float = DEFAULT_ERROR_TTL, tally: Tally | None = None) -> None:
         self.listener_id = listener_id
+        #: where the worker counts the steps it writes (None: each step counts itself)
+        self.tally = tally
         self.error_ttl = error_ttl
         self.retry_timeout = retry_timeout
         self.log = log or (lambda message, level=logging.INFO: logger.log(level, message))
@@ -122,12 +125,14 @@ class OutcomeRecorder:
         """The fenced step of `outcome`, run once: True when done."""
         holder, attempt, kind = self.holder(job), attempt_of(job), outcome.kind
         if kind == "complete":
-            return job.complete(outcome.text, listener_id=holder, attempt=attempt)
+            return job.complete(outcome.text, listener_id=holder, attempt=attempt,
+                                tally=self.tally)
         if kind == "fail":
-            return job.fail(outcome.text, listener_id=holder, attempt=attempt)
+            return job.fail(outcome.text, listener_id=holder, attempt=attempt,
+                            tally=self.tally)
         if kind == "cancel":
             return job.record_canceled("Canceled: stopped at its owner's request",
-                                       listener_id=holder, attempt=attempt)
+                                       listener_id=holder, attempt=attempt, tally=self.tally)
         if kind == "requeue":
             return job.requeue(listener_id=holder, attempt=attempt, error=outcome.text,
                                delay=outcome.delay,

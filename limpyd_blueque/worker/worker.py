@@ -39,6 +39,7 @@ from ..models import Job, JobModels, Queue
 from ..protocol.liveness import listener_id_for
 from ..protocol.options import renewal_period, seconds
 from ..protocol.scripts import PassedOver, Reservation
+from ..protocol.statistics import Tally
 from ..protocol.values import encode, is_text, printable
 from .heartbeat import LeaseKeeper, Terms
 from .outcomes import OutcomeRecorder, counted_attempts, error_text
@@ -93,8 +94,11 @@ class Worker(WorkerSettings):
         self.tasks = RunningTasks()
         self.runner: TaskRunner = self.make_runner()
         self.models = JobModels(self.job_model, self.job_models)
+        #: the counters of the steps this worker runs, written once a second at most
+        self.tally = Tally()
         self.outcomes = OutcomeRecorder(self.id, retry_timeout=self.outcome_retry_timeout,
-                                        log=self.log, error_ttl=self.error_ttl)
+                                        log=self.log, error_ttl=self.error_ttl,
+                                        tally=self.tally)
         self.keeper: LeaseKeeper | None = None
         self.recovery: Recovery | None = None
         self.wakeups: WakeUps | None = None
@@ -230,6 +234,8 @@ class Worker(WorkerSettings):
             self.collect()
             self.move_due_tasks()
             self.clean()
+            if self.tally.due():
+                self.write_tally()
             if len(self.tasks) < self.concurrency:
                 job, queue = self.wait_for_job()
                 if job is not None and queue is not None:
@@ -251,6 +257,7 @@ class Worker(WorkerSettings):
         self.set_status("terminating")
         try:
             detached = self.runner.terminate()
+            self.write_tally()
             if self.keeper is not None:
                 try:
                     self.keeper.stop(detached)
@@ -266,6 +273,14 @@ class Worker(WorkerSettings):
             self.end_date = datetime.now(timezone.utc)
             self.set_status("terminated")
             self.log(self.run_ended_message())
+
+    def write_tally(self) -> None:
+        """Add what this worker counted since the last time to its queues' counters (kept
+        for the next time while Redis is away)."""
+        try:
+            self.queue_model.write_tally(self.tally)
+        except REDIS_AWAY as error:
+            self.log(f"the queues' counters were not written: {error}", logging.WARNING)
 
     def register(self) -> None:
         """Register as a listener on each queue (a set of another type: logged, passed)."""
@@ -306,6 +321,7 @@ class Worker(WorkerSettings):
         until = self.due.next_due
         if self.tasks.watched():
             until = min(until, time.monotonic() + 0.5)
+        until = min(until, time.monotonic() + self.tally.until_due())
         return min(self.timeout, self.clean_interval, max(until - time.monotonic(), 0.001))
 
     def wait_for_job(self) -> tuple[Job | None, Queue | None]:
@@ -320,7 +336,7 @@ class Worker(WorkerSettings):
         job, reservation = self.queue_model.reserve_from(
             self.queues, self.id, pid=pid, pstart=pstart, ttr=self.ttr,
             max_run_time=self.max_run_time, max_attempts=self.max_attempts,
-            job_model=self.job_model, report=passed.append)
+            job_model=self.job_model, report=passed.append, tally=self.tally)
         for report in passed:
             self.passed_over(report)
         if job is not None and reservation is not None:

@@ -1,17 +1,15 @@
 -- Shared by the scripts that file a task as finished (complete, failed, canceled,
 -- expired); prepended to them when loaded.
--- retention_ttl(task, settings, name, default, own): the task's own `result_ttl` or
--- `failure_ttl` (`name`; `own` when the caller read it already, false when unset), else
--- its queue's setting, else the caller's default; -1 keeps
--- the task forever, and a value that is neither -1 nor a finite number at least 0 counts
--- as unset.
-local function retention_ttl(task, settings, name, default, own)
+-- retention_ttl(task, settings, name, default, own, queue_ttl): the task's own
+-- `result_ttl` or `failure_ttl` (`name`; `own` when the caller read it already, false when
+-- unset), else its queue's setting (`queue_ttl` when the caller read it already), else
+-- the caller's default; -1 keeps the task forever, and a value that is neither -1 nor a
+-- finite number at least 0 counts as unset.
+local function retention_ttl(task, settings, name, default, own, queue_ttl)
     if own == nil then own = redis.call('HGET', task, name) end
     local sources = {own, default}
-    if settings then
-        local queue_ttl = redis.pcall('HGET', settings, name)
-        if type(queue_ttl) ~= 'table' then table.insert(sources, 2, queue_ttl) end
-    end
+    if queue_ttl == nil and settings then queue_ttl = redis.pcall('HGET', settings, name) end
+    if queue_ttl and type(queue_ttl) ~= 'table' then table.insert(sources, 2, queue_ttl) end
     for _, text in ipairs(sources) do
         local value = tonumber(text)
         if value and (value == -1 or (value >= 0 and value < math.huge)) then return value end
@@ -24,14 +22,15 @@ end
 -- minute's throughput hash `r.throughput` and in the queue's counters `r.stats`
 -- (`finished.<status>`, never reset), each when given. `r.settings` is the queue's
 -- settings hash (or nil), `r.result_ttl` and `r.failure_ttl` the caller's defaults,
--- `r.own_ttl` the task's own ttl field of that status when the caller read it already.
+-- `r.own_ttl` the task's own ttl field of that status when the caller read it already,
+-- `r.queue_ttl` its queue's when the caller knows it.
 -- These are indexes beside the task, not the task: a key of another type there is passed
 -- over (redis.pcall), never a reason to refuse the step, so the callers need not check
 -- their types first.
 local function retain(r, task, id, status, now)
     local name, default = 'failure_ttl', r.failure_ttl
     if status == 'complete' then name, default = 'result_ttl', r.result_ttl end
-    local ttl = retention_ttl(task, r.settings, name, default, r.own_ttl)
+    local ttl = retention_ttl(task, r.settings, name, default, r.own_ttl, r.queue_ttl)
     if ttl >= 0 then
         redis.pcall('ZADD', r.retention, tonumber(now) + ttl, id)
     else

@@ -16,10 +16,16 @@
 -- ARGV[4] 'complete', 'failed' or 'canceled', ARGV[5] result or error, ARGV[6] now,
 -- ARGV[7] attempt the caller holds ('': not checked), ARGV[8] name prefix of the utube
 -- lists, ARGV[9] key prefix of task hashes, ARGV[10] queue name, ARGV[11] wake-up channel,
--- ARGV[12] default result ttl, ARGV[13] default failure ttl (see _finished.lua)
+-- ARGV[12] default result ttl, ARGV[13] default failure ttl (see _finished.lua),
+-- ARGV[14] '1' when the caller counts the step itself (statistics.Tally; KEYS[6] and
+-- KEYS[15] are then not written), else counted here, ARGV[15] the queue's ttl of the
+-- status asked (`result_ttl` or `failure_ttl`) as the reserve step read it, for a task's
+-- retention is one of its terms, fixed when it was taken ('': not known, read here)
 -- A task with a utube key hands it to the next task of that key (see _line.lua).
--- Returns {1} when finished, {2} when filed as canceled, {0, status, node, attempt} when
--- refused, {-1} when missing.
+-- Returns {1, held, started_at} when finished, {2, held, started_at} when filed as
+-- canceled (`held`: 'reserved' or 'started', the status it had; `started_at`: when it
+-- started, as its hash had it, '' when unset), {0, status, node, attempt} when refused,
+-- {-1} when missing.
 -- (KEYS[12] to KEYS[15] are indexes beside the task, written with redis.pcall: see
 -- _finished.lua)
 -- Keys are checked where the step uses them: the task's hash by its first read, the
@@ -95,13 +101,23 @@ if utube then
     local u = utube_keys(KEYS[7], KEYS[8], ARGV[8], ARGV[9], ARGV[10], KEYS[9], KEYS[10])
     if utube_leave(u, id, task) then redis.call('PUBLISH', ARGV[11], 1) end
 end
-local call = {complete = 'calls.ack', failed = 'calls.fail', canceled = 'calls.cancel'}
-redis.pcall('HINCRBY', KEYS[6], call[status], 1)
-if held == 'started' then observe(KEYS[6], 'run', got[5], ARGV[6]) end
+local stats, throughput, queue_ttl = KEYS[6], KEYS[15], nil
+if ARGV[15] ~= '' and (status == 'complete') == (ARGV[4] == 'complete') then
+    queue_ttl = ARGV[15]  -- the queue's ttl of this status, read by the reserve step
+end
+if ARGV[14] == '1' then
+    stats, throughput = nil, nil
+else
+    local call = {complete = 'calls.ack', failed = 'calls.fail', canceled = 'calls.cancel'}
+    redis.pcall('HINCRBY', stats, call[status], 1)
+    if held == 'started' then observe(stats, 'run', got[5], ARGV[6]) end
+end
 local own_ttl = got[10]
 if status == 'complete' then own_ttl = got[9] end
-retain({retention = KEYS[13], settings = KEYS[12], throughput = KEYS[15], stats = KEYS[6],
-    result_ttl = ARGV[12], failure_ttl = ARGV[13], own_ttl = own_ttl}, task, id, status,
-    ARGV[6])
-if status == 'canceled' then return {2} end
-return {1}
+retain({retention = KEYS[13], settings = KEYS[12], throughput = throughput, stats = stats,
+    result_ttl = ARGV[12], failure_ttl = ARGV[13], own_ttl = own_ttl, queue_ttl = queue_ttl},
+    task, id, status, ARGV[6])
+local ran = ''
+if held == 'started' then ran = got[5] or '' end
+if status == 'canceled' then return {2, held, ran} end
+return {1, held, ran}

@@ -17,9 +17,11 @@
 -- ARGV[6] default maximum run time, ARGV[7] default maximum attempts ('': none)
 -- ARGV[8] most entries to pass over in one call (ids that are not pending tasks)
 -- ARGV[9] default failure ttl, for the tasks quarantined or expired (see _finished.lua)
--- then three per queue: ARGV[7 + 3i] default lease length in seconds for queue i ('' or
+-- ARGV[10] '1' when the caller counts the take and its wait itself (statistics.Tally),
+--   else counted here in the queue's counters
+-- then three per queue: ARGV[8 + 3i] default lease length in seconds for queue i ('' or
 --   '0': no expiry; 'never': no expiry whatever the task or queue say, for a caller
---   that does not renew leases), ARGV[8 + 3i] the queue's name, ARGV[9 + 3i] the name
+--   that does not renew leases), ARGV[9 + 3i] the queue's name, ARGV[10 + 3i] the name
 --   prefix of its utube lists
 -- Each term is the task's own, else its queue's, else the default (see _terms.lua).
 -- Lease ends are timed by the server's clock, so clients' clocks need not agree.
@@ -39,9 +41,13 @@
 --   broken (flat, four per queue: its index, its key of another type ('' if none was
 --   found), the type found, the type it must hold), 1 when it stopped early at the ARGV[8] bound,
 --   the ids expired on the way, the task's (or its queue's) stall timeout ('': none),
---   its lease's deadline as written ('+inf': none)}.
+--   its lease's deadline as written ('+inf': none), the time the task was last updated
+--   before it was taken (its wait began), as its hash had it, then the queue's
+--   result_ttl and failure_ttl as its settings hold them ('-': unset; '': not read, the
+--   task has all its lease terms), for the finish step (see finish.lua's ARGV[15])}.
 local prefix, listener, now, pid = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local bound = tonumber(ARGV[8]) or 100
+local tallied = ARGV[10] == '1'
 local clock = redis.call('TIME')
 local server_now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
 local statuses = {scheduled = true, pending = true, reserved = true, started = true,
@@ -135,7 +141,7 @@ for i = 1, #KEYS / N do
         prioritized = KEYS[b + 7], identifiers = KEYS[b + 8], expiry = KEYS[b + 9],
         expired = KEYS[b + 10], stats = KEYS[b + 11], utubes = KEYS[b + 12],
         waiting = KEYS[b + 13], retention = KEYS[b + 14], failure_ttl = ARGV[9]}
-    k.u = utube_keys(k.utubes, k.waiting, ARGV[9 + 3 * i], prefix, ARGV[8 + 3 * i],
+    k.u = utube_keys(k.utubes, k.waiting, ARGV[10 + 3 * i], prefix, ARGV[9 + 3 * i],
         k.pending, k.prioritized)
     local bad, found, kind = misfit({{k.leases, 'zset'}, {k.started, 'set'}})
     if bad then
@@ -156,7 +162,8 @@ local function break_queue(entry)
     end
 end
 
--- the queue whose next task comes first: its entry, and where that task waits
+-- the queue whose next task comes first: its entry, and where that task waits ('list'
+-- is then only a guess when a third value, where to look next, is given)
 local function next_queue()
     local j = 1
     local best, chosen, source = nil, nil, nil
@@ -170,6 +177,10 @@ local function next_queue()
         else
             if top[2] then priority, where = score_priority(top[2]), 'zset' end
             local length = 1
+            if (priority == nil or priority < 0) and #open_queues == 1 then
+                -- one queue: its list is tried at once, its sorted set next (see `take`)
+                return entry, 'list', where
+            end
             if priority == nil or priority < 0 then length = redis.pcall('LLEN', k.pending) end
             if refused(length) then
                 break_queue(entry)
@@ -187,15 +198,16 @@ local function next_queue()
     return chosen, source
 end
 
--- take the next task of a queue into its holder's reserved list: its id, and its score
--- when it waited in the prioritized set; nil when a key of another type refuses it
--- (nothing changed: the queue is then broken)
-local function take(entry, source)
+-- take the next task of a queue into its holder's reserved list: its id, its score
+-- when it waited in the prioritized set, and where it waited; nil when none waits or a
+-- key of another type refuses it (nothing changed: the queue is then broken). A list
+-- found empty sends the take to `otherwise` when given (see `next_queue`).
+local function take(entry, source, otherwise)
     local k = entry[2]
     if source == 'list' then
         local id = redis.pcall('RPOPLPUSH', k.pending, k.reserved)
         if refused(id) then break_queue(entry) return nil end
-        return id, nil
+        if id or otherwise ~= 'zset' then return id, nil, source end
     end
     local popped = redis.call('ZPOPMIN', k.prioritized)
     if not popped[1] then return nil end
@@ -204,7 +216,7 @@ local function take(entry, source)
         break_queue(entry)
         return nil
     end
-    return popped[1], popped[2]
+    return popped[1], popped[2], 'zset'
 end
 
 -- put a task just taken back where it waited (a key of its queue refused the step)
@@ -218,19 +230,26 @@ local function untake(k, source, id, score)
 end
 
 -- the lease terms of a task: its own fields (`f`), else its queue's settings, else the
--- defaults (see _terms.lua); nil when the settings hash is of another type
+-- defaults (see _terms.lua), then its queue's `result_ttl` and `failure_ttl` as the
+-- settings hold them ('-' when unset; both nil when the settings were not read: the task
+-- has all its terms); nil when the settings hash is of another type
 local function terms_of(f, settings, ttr, max_run_time, max_attempts)
     local own = {f.ttr, f.max_run_time, f.max_attempts, f.stall_timeout}
     local queue = {false, false, false, false}
-    if not (usable(own[1]) and usable(own[2]) and usable(own[3]) and usable(own[4])) then
+    local read = not (usable(own[1]) and usable(own[2]) and usable(own[3])
+        and usable(own[4]))
+    if read then
         queue = redis.pcall('HMGET', settings, 'ttr', 'max_run_time', 'max_attempts',
-            'stall_timeout')
+            'stall_timeout', 'result_ttl', 'failure_ttl')
         if refused(queue) then return nil end
     end
     local function pick(n, default) return usable(own[n]) or usable(queue[n]) or usable(default) end
     local own_ttr = ttr
     if ttr ~= 'never' then own_ttr = pick(1, ttr) end
-    return {own_ttr, pick(2, max_run_time), pick(3, max_attempts), pick(4, nil)}
+    local result_ttl, failure_ttl = nil, nil
+    if read then result_ttl, failure_ttl = queue[5] or '-', queue[6] or '-' end
+    return {own_ttr, pick(2, max_run_time), pick(3, max_attempts), pick(4, nil), result_ttl,
+        failure_ttl}
 end
 
 -- the fields a holder writes on the task, set in its flat hash `flat` as in Redis
@@ -248,12 +267,13 @@ local function set_fields(flat, fields)
 end
 
 while passed < bound do
-    local entry, source = next_queue()
+    local entry, source, otherwise = next_queue()
     if not entry then break end
     local i, k = entry[1], entry[2]
-    local queue = ARGV[8 + 3 * i]
+    local queue = ARGV[9 + 3 * i]
     local open_before = #open_queues
-    local id, score = take(entry, source)
+    local id, score
+    id, score, source = take(entry, source, otherwise)
     if id then
         local key = prefix .. id
         local why, verdict, f, flat = problem_of(key, queue)
@@ -278,7 +298,7 @@ while passed < bound do
             expired[#expired + 1] = id
             passed = passed + 1
         else
-            local terms = terms_of(f, k.settings, ARGV[7 + 3 * i], ARGV[6], ARGV[7])
+            local terms = terms_of(f, k.settings, ARGV[8 + 3 * i], ARGV[6], ARGV[7])
             if not terms then
                 untake(k, source, id, score)
                 break_queue(entry)
@@ -304,14 +324,16 @@ while passed < bound do
                         'pid', pid, 'pstart', ARGV[5], 'updated', now, 'started_at', now}
                 end
                 redis.call('HSET', key, unpack(fields))
-                observe(k.stats, 'wait', f.updated, now)
+                if not tallied then observe(k.stats, 'wait', f.updated, now) end
                 if f.expires_at then redis.call('ZREM', k.expiry, id) end  -- never expires now
                 if f.identifier then identifier_release(k.identifiers, key, id) end
-                redis.pcall('HINCRBY', k.stats, 'calls.take', 1)
+                if not tallied then redis.pcall('HINCRBY', k.stats, 'calls.take', 1) end
+                local waiting_since = f.updated
                 set_fields(flat, fields)
                 return {i, id, flat, term_text(ttr), term_text(max_run_time),
                     term_text(max_attempts), dropped, quarantined, broken, 0, expired,
-                    term_text(stall), deadline}
+                    term_text(stall), deadline, waiting_since or '', terms[5] or '',
+                    terms[6] or ''}
             end
         end
     elseif #open_queues == open_before then
