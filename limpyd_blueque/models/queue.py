@@ -15,7 +15,7 @@ from ..connection.errors import reaching
 from ..exceptions import ConfigurationError, InvalidTransition, TaskNotFound
 from ..protocol import statistics
 from ..protocol.keys import KeySpace, check_listener_id, check_queue_name
-from ..protocol.liveness import worker_records
+from ..protocol.liveness import WORKER_ORDERS, server_time, worker_records
 from ..protocol.options import TERM_RULES, check_term
 from ..protocol.scripts import PassedOver, Reservation
 from ..protocol.statuses import RUNNING, Status
@@ -258,6 +258,86 @@ class Queue(BluequeModel):
     def worker_records(cls) -> dict[str, float]:
         """`{worker id: time until which it is alive}` of this library's workers."""
         return worker_records(cls.client(), cls.keys())
+
+    # -- pausing, and orders to workers ---------------------------------------------------
+    def pause(self) -> bool:
+        """Pause the queue: this library's workers take none of its tasks from about a
+        second from now, its running tasks go on, and producers still enqueue (workers of
+        blueque 1.0.1 do not know of it). True when it was not paused already."""
+        with reaching(self.client()):
+            return bool(self.client().set(self.keys().paused(self.pk.get()),
+                                          repr(time.time()), nx=True))
+
+    def resume(self) -> bool:
+        """Let the workers take the queue's tasks again (they are woken at once). True
+        when it was paused."""
+        name, client = self.pk.get(), self.client()
+        with reaching(client):
+            deleted = client.delete(self.keys().paused(name))
+            client.publish(self.keys().wake_channel(name), 1)
+        return bool(deleted)
+
+    def is_paused(self) -> bool:
+        """True while the queue is paused (see `pause`)."""
+        with reaching(self.client()):
+            return bool(self.client().exists(self.keys().paused(self.pk.get())))
+
+    @classmethod
+    def paused_among(cls, names: Sequence[str]) -> frozenset[str]:
+        """The queues of `names` that are paused, in one round trip."""
+        return cls.worker_controls(None, names)[0]
+
+    @classmethod
+    def tell_worker(cls, worker_id: str, order: str | None) -> bool:
+        """Give a live worker of this library an order, which it reads within about a
+        second: `"quiet"` (take no new task; the running ones go on) or `"stop"` (stop as
+        on SIGTERM: `on_terminate` says what becomes of its running tasks). False, with
+        nothing written, when no live worker has this id. None takes an order back
+        (True when there was one), whether or not the worker is alive."""
+        if order is not None and order not in WORKER_ORDERS:
+            raise ConfigurationError(f"unknown worker order {order!r}: one of "
+                                     f"{', '.join(WORKER_ORDERS)}, or None")
+        client, keys = cls.client(), cls.keys()
+        with reaching(client):
+            if order is None:
+                try:
+                    return bool(client.hdel(keys.worker_orders, worker_id))
+                except redis.ResponseError:  # a key of another type: no order to take back
+                    return False
+            if worker_records(client, keys).get(worker_id, 0.0) < server_time(client):
+                return False
+            client.hset(keys.worker_orders, worker_id, order)
+        return True
+
+    @classmethod
+    def worker_orders(cls) -> dict[str, str]:
+        """`{worker id: order}` of the orders given to workers (see `tell_worker`)."""
+        client = cls.client()
+        with reaching(client):
+            try:
+                orders = cast("dict[str, str]", client.hgetall(cls.keys().worker_orders))
+            except redis.ResponseError:  # a key of another type: no order
+                return {}
+        return {str(worker): str(order) for worker, order in orders.items()
+                if order in WORKER_ORDERS}
+
+    @classmethod
+    def worker_controls(cls, worker_id: str | None, names: Sequence[str],
+                        ) -> tuple[frozenset[str], str | None]:
+        """What operators asked of a worker on `names`, in one round trip: the paused
+        queues among them, and the worker's order (None: none; see `tell_worker`). A key
+        of another type reads as no pause and no order."""
+        client, keys = cls.client(), cls.keys()
+        with client.pipeline(transaction=False) as pipe:
+            for name in names:
+                pipe.exists(keys.paused(name))
+            if worker_id is not None:
+                pipe.hget(keys.worker_orders, worker_id)
+            with reaching(client):
+                replies = pipe.execute(raise_on_error=False)
+        paused = frozenset(name for name, reply in zip(names, replies) if reply == 1)
+        order = replies[len(names)] if worker_id is not None else None
+        return paused, order if order in WORKER_ORDERS else None
 
     # -- Tarantool's queue operations -----------------------------------------------------
     def kick(self, count: int = 1) -> int:

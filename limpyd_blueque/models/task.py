@@ -242,7 +242,8 @@ class Task(BluequeModel):
     def queue_names(cls) -> list[str]:
         """Every queue `blueque_queues` lists (none when that key holds another type)."""
         try:
-            return cast("list[str]", cls.client().zrange(cls.keys().queues, 0, -1))
+            with reaching(cls.client()):
+                return cast("list[str]", cls.client().zrange(cls.keys().queues, 0, -1))
         except ResponseError:
             return []
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from ..models import Job
+from ..exceptions import REDIS_AWAY
+from ..models import Job, Queue
 from ..protocol import statistics
 from ..protocol.liveness import server_time, worker_records
 from ..protocol.statuses import Status
@@ -31,7 +32,12 @@ try:
 except ImportError:  # pragma: no cover - the extra is not installed: `require` says so
     Collector = object  # type: ignore[assignment,misc]
 
-#: the counters of finished tasks: metric name, help, the `finished.<status>` counted
+#: the gauge saying whether Redis answered the scrape: name, help
+REDIS_UP = ("blueque_redis_up", "1 when Redis answered this scrape, 0 when it could not be "
+            "reached (then no other metric is given).")
+#: the counters of finished tasks: metric name, help, the `finished.<status>` counted;
+#: `blueque_tasks_finished` gives them all with an `outcome` label (these four stay for
+#: the rules written against them)
 FINISHED_COUNTERS = (
     ("blueque_tasks_completed", "Tasks completed, per queue.", Status.COMPLETE.value),
     ("blueque_tasks_failed", "Tasks failed for good (not retried), per queue.",
@@ -66,12 +72,25 @@ class BluequeCollector(Collector):
 
     def collect(self) -> Iterator[Any]:
         client, keys = self.job_model.client(), self.job_model.keys()
-        names = queue_names(self.job_model)
-        now = server_time(client)
-        counters = statistics.read_counters(client, keys, names)
-        oldest = oldest_waiting(client, keys, names, now, list[Skipped]())
-        live = sum(1 for until in worker_records(client, keys).values() if until >= now)
-        yield from self.gauges(counters, oldest, live)
+        try:
+            names = queue_names(self.job_model)
+            now = server_time(client)
+            counters = statistics.read_counters(client, keys, names)
+            oldest = oldest_waiting(client, keys, names, now, list[Skipped]())
+            live = sum(1 for until in worker_records(client, keys).values() if until >= now)
+            paused = Queue.paused_among(names)
+        except REDIS_AWAY:  # the scrape says so, rather than failing
+            yield GaugeMetricFamily(*REDIS_UP, value=0)
+            return
+        yield GaugeMetricFamily(*REDIS_UP, value=1)
+        yield from self.gauges(counters, oldest, live, paused)
+        outcomes = CounterMetricFamily(
+            "blueque_tasks_finished", "Tasks finished, per queue and outcome (complete, "
+            "failed for good, canceled, expired).", labels=["queue", "outcome"])
+        for queue, figures in counters.items():
+            for _, _, status in FINISHED_COUNTERS:
+                outcomes.add_metric([queue, status], figures.finished[status])
+        yield outcomes
         for name, help_text, status in FINISHED_COUNTERS:
             counter = CounterMetricFamily(name, help_text, labels=["queue"])
             for queue, figures in counters.items():
@@ -93,7 +112,8 @@ class BluequeCollector(Collector):
 
     @staticmethod
     def gauges(counters: dict[str, statistics.Counters],
-               oldest: dict[str, dict[str, Any] | None], live: int) -> Iterator[Any]:
+               oldest: dict[str, dict[str, Any] | None], live: int,
+               paused: frozenset[str] = frozenset()) -> Iterator[Any]:
         tasks = GaugeMetricFamily("blueque_tasks", "Tasks per queue and status.",
                                   labels=["queue", "status"])
         running = GaugeMetricFamily("blueque_running_tasks", "Tasks held by a worker "
@@ -102,16 +122,21 @@ class BluequeCollector(Collector):
                                     "did not move within their stall timeout, per queue.",
                                     labels=["queue"])
         waiting = GaugeMetricFamily("blueque_oldest_waiting_age_seconds", "Age of the "
-                                    "oldest task waiting in line, per queue (0: none).",
-                                    labels=["queue"])
+                                    "oldest task waiting in line, per queue (absent when "
+                                    "none waits).", labels=["queue"])
+        pauses = GaugeMetricFamily("blueque_queue_paused", "1 while the queue is paused "
+                                   "(workers take none of its tasks), else 0.",
+                                   labels=["queue"])
         for queue, figures in counters.items():
             for status in Status:
                 tasks.add_metric([queue, status.value], figures.tasks[status.value])
             running.add_metric([queue], figures.tasks["taken"])
             stalled.add_metric([queue], figures.tasks["stalled"])
-            head = oldest.get(queue)
-            waiting.add_metric([queue], float((head or {}).get("age") or 0))
-        yield from (tasks, running, stalled, waiting)
+            age = (oldest.get(queue) or {}).get("age")
+            if age is not None:
+                waiting.add_metric([queue], float(age))
+            pauses.add_metric([queue], 1 if queue in paused else 0)
+        yield from (tasks, running, stalled, waiting, pauses)
         yield GaugeMetricFamily("blueque_live_workers", "Workers whose heartbeat says "
                                 "they are alive.", value=live)
 

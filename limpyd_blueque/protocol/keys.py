@@ -322,8 +322,13 @@ class KeySpace:
 
     def throughput(self, queue: str, minute: int) -> str:
         """Hash of the tasks of a queue finished in one minute (`minute`: Unix time // 60):
-        `complete`, `failed`, `canceled`; it expires two hours after it was last written."""
+        `complete`, `failed`, `canceled`; kept about a day (`statistics.THROUGHPUT_TTL`)."""
         return self._own("stats", self.tag(queue), "m", str(minute))
+
+    def paused(self, queue: str) -> str:
+        """String holding when a queue was paused (Unix time): while it exists, this
+        library's workers take no task of the queue (`Queue.pause`)."""
+        return self._own("paused", self.tag(queue))
 
     def statistics(self, queue: str) -> str:
         """Hash of a queue's counters, kept by the scripts: `calls.<operation>`."""
@@ -352,6 +357,13 @@ class KeySpace:
         """Hash of each worker's identity: listener id -> JSON with its machine, pid,
         process start mark, host and queues (read to take back a dead worker's tasks)."""
         return self._shared("workers", "info")
+
+    @property
+    def worker_orders(self) -> str:
+        """Hash of the orders given to workers: listener id -> `quiet` (take no new task)
+        or `stop` (stop as on SIGTERM); each worker reads its own about once a second and
+        its entry goes with its record."""
+        return self._shared("workers", "orders")
 
     def machine_workers(self, machine: str) -> str:
         """Set of the worker listener ids running on one machine (see `liveness.MACHINE_ID`)."""

@@ -40,6 +40,10 @@ def listener_id_for(pid: int | None = None, host: str | None = None) -> str:
     return f"{host or host_name()}_{os.getpid() if pid is None else pid}"
 
 
+#: the orders an operator may give a live worker (`Queue.tell_worker`): take no new task,
+#: or stop as on SIGTERM
+WORKER_ORDERS = ("quiet", "stop")
+
 _OWN_START: dict[int, str | None] = {}
 
 

@@ -554,6 +554,7 @@ class Upkeep:
         with reaching(self.client), self.client.pipeline(transaction=True) as pipe:
             pipe.zrem(k.workers, worker_id)
             pipe.hdel(k.workers_info, worker_id)
+            pipe.hdel(k.worker_orders, worker_id)
             if machine is not None:
                 pipe.srem(k.machine_workers(machine), worker_id)
             pipe.execute(raise_on_error=False)  # a record key of another type: left alone
@@ -946,7 +947,7 @@ class Scripts(ScriptRunner):
                 k.expired(queue), k.buried(queue), k.queue_settings(queue), k.queues,
                 k.periodic(queue), k.periodic_due(queue), k.utubes(queue),
                 k.utube_waiting(queue), k.retention(queue), k.stalled(queue),
-                k.canceling(queue)]
+                k.canceling(queue), k.paused(queue)]
         try:
             deleted, done = self._run("empty", keys, [mode, k.task_prefix, queue, limit,
                                                       k.utube_lists(queue)])

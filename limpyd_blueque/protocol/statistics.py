@@ -41,12 +41,13 @@ DURATION_BOUNDS = (0.1, 1, 5, 15, 60, 300, 900, 1800, 3600, 7200, 14400, 43200, 
 #: The longest window of tasks finished lately that is shown, in seconds: the "last
 #: hour" of `blueque stats` and of the dashboard (`overview`).
 THROUGHPUT_WINDOW = 3600
-#: How long the scripts keep each minute's hash after its first count, in seconds
-#: (lua/_finished.lua gets it at load time, as `DURATION_BOUNDS`; a drop deletes that
-#: many minutes back). It is longer than the window shown: a reader of the window also
-#: reads the minute the window begins in, and the clock of the worker that counted may
-#: be behind the reader's. Twice the window leaves room for both.
-THROUGHPUT_TTL = 2 * THROUGHPUT_WINDOW
+#: How long each minute's hash is kept after its last count, in seconds (lua/_finished.lua
+#: gets it at load time, as `DURATION_BOUNDS`; a drop deletes that many minutes back): a
+#: day, the longest history the dashboard charts (`THROUGHPUT_HISTORY`), and more than
+#: the window above (a reader of a window also reads the minute it begins in, and the
+#: clock of the worker that counted may be behind the reader's).
+THROUGHPUT_HISTORY = 24 * 3600
+THROUGHPUT_TTL = THROUGHPUT_HISTORY + 2 * THROUGHPUT_WINDOW
 
 
 #: the counter of each finishing status in the counters hash

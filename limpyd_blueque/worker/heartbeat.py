@@ -66,7 +66,8 @@ class LeaseKeeper:
 
     def __init__(self, listener_id: str, queues: Sequence[Queue], tasks: RunningTasks, *,
                  heartbeat_interval: float, liveness_interval: float,
-                 liveness_timeout: float, watch: TaskWatch | None = None) -> None:
+                 liveness_timeout: float, watch: TaskWatch | None = None,
+                 describe: Callable[[], dict[str, Any]] | None = None) -> None:
         self.listener_id = listener_id
         self.watch = watch  # what each beat reads of the running tasks, and applies
         self.queue_model = type(queues[0])
@@ -74,10 +75,13 @@ class LeaseKeeper:
         self.heartbeat_interval = heartbeat_interval
         self.liveness_interval = liveness_interval
         self.liveness_timeout = liveness_timeout
-        self.identity = Beat(listener_id, MACHINE_ID, json.dumps({
+        self._identity = {
             "machine": MACHINE_ID, "pid": os.getpid(), "pstart": process_start_time(os.getpid()),
             "host": host_name(), "queues": [queue.pk.get() for queue in queues],
-            "since": time.time(), "liveness_timeout": liveness_timeout}))
+            "since": time.time(), "liveness_timeout": liveness_timeout}
+        #: what the worker says of itself at each beat beyond its identity (its
+        #: concurrency, running count, load, state), shown by `blueque workers`
+        self.describe = describe
         self.scripts: Scripts | None = None
         self.dead: SimpleQueue[DeadWorker] = SimpleQueue()
         self._heartbeat: Heartbeat | None = None
@@ -116,6 +120,12 @@ class LeaseKeeper:
         """Seconds to the next beat."""
         until_renewal = self._next_renewal - time.monotonic()
         return max(0.001, min(self.liveness_interval, until_renewal))
+
+    @property
+    def identity(self) -> Beat:
+        """Who beats, as its record says: its identity and what it says of itself now."""
+        described = self.describe() if self.describe is not None else {}
+        return Beat(self.listener_id, MACHINE_ID, json.dumps({**described, **self._identity}))
 
     def beat(self) -> None:
         """Say the worker is alive, renew the leases when due, read how the running tasks

@@ -41,6 +41,7 @@ from ..protocol.options import renewal_period, seconds
 from ..protocol.scripts import PassedOver, Reservation
 from ..protocol.statistics import Tally
 from ..protocol.values import encode, is_text, printable
+from .controls import Controls
 from .heartbeat import LeaseKeeper, Terms
 from .outcomes import OutcomeRecorder, counted_attempts, error_text
 from .processes import WakeUps
@@ -105,6 +106,7 @@ class Worker(WorkerSettings):
         self._queues: dict[str, Queue] = {}
         self.due = DueTasks([self.queue(name) for name in self.queues], self.schedule_interval,
                             log=self.log)
+        self.controls = Controls(self.queue_model, self.id, self.queues)
         self._old_handlers: dict[int, Any] = {}
         self._broken_logged: dict[str, float] = {}
 
@@ -121,7 +123,8 @@ class Worker(WorkerSettings):
         keeper = LeaseKeeper(self.id, [self.queue(name) for name in self.queues], self.tasks,
                              heartbeat_interval=self.heartbeat_interval,
                              liveness_interval=self.liveness_interval,
-                             liveness_timeout=self.liveness_timeout)
+                             liveness_timeout=self.liveness_timeout,
+                             describe=self.describe)
         keeper.watch = TaskWatch(self.tasks, self, keeper.scripts_or_fail)
         return keeper
 
@@ -215,6 +218,7 @@ class Worker(WorkerSettings):
             self.handle_end_signal()
         self.runner.start()
         self.register()
+        self.controls.forget()  # an order left for an earlier worker of this id
         self.wakeups = WakeUps(private_client(self.queue_model.client()),
                                self.queue_model.wake_channels(self.queues),
                                also=self.runner.wakeup_fds)
@@ -236,7 +240,10 @@ class Worker(WorkerSettings):
             self.clean()
             if self.tally.due():
                 self.write_tally()
-            if len(self.tasks) < self.concurrency:
+            self.obey()
+            if self.end_forced:
+                return
+            if len(self.tasks) < self.concurrency and self.controls.open_queues():
                 job, queue = self.wait_for_job()
                 if job is not None and queue is not None:
                     self.num_loops += 1
@@ -273,6 +280,45 @@ class Worker(WorkerSettings):
             self.end_date = datetime.now(timezone.utc)
             self.set_status("terminated")
             self.log(self.run_ended_message())
+
+    def obey(self) -> None:
+        """Read what operators asked (paused queues, an order to this worker) about once a
+        second, and log what changed; a `stop` order stops it as SIGTERM does."""
+        was_paused, order_before = self.controls.paused, self.controls.order
+        if not self.controls.refresh():
+            return
+        for name in sorted(self.controls.paused - was_paused):
+            self.log(f"[{name}] paused: no new task taken from it")
+        for name in sorted(was_paused - self.controls.paused):
+            self.log(f"[{name}] resumed")
+        order = self.controls.order
+        if order == order_before:
+            return
+        if order == "stop":
+            self.log("told to stop: no new task taken, then stopping", logging.WARNING)
+            self.queue_model.tell_worker(self.id, None)  # done: not for the next of this id
+            self.end_forced = True
+            self.runner.stop_signal()
+        elif order == "quiet":
+            self.log("told to be quiet: no new task taken", logging.WARNING)
+        else:
+            self.log("no longer quiet: taking tasks again")
+
+    def describe(self) -> dict[str, Any]:
+        """What this worker says of itself at each beat: its concurrency, how many tasks
+        it runs, its host's load (1 minute) and its state (`waiting`, `running`, `quiet`,
+        `stopping`...), and its queues paused."""
+        state = self.status or "starting"
+        if self.end_forced and state not in ("terminating", "terminated"):
+            state = "stopping"
+        elif self.controls.order == "quiet":
+            state = "quiet"
+        try:
+            load: float | None = round(os.getloadavg()[0], 2)
+        except OSError:  # not known on this platform
+            load = None
+        return {"concurrency": self.concurrency, "running_count": len(self.tasks),
+                "load": load, "state": state, "paused": sorted(self.controls.paused)}
 
     def write_tally(self) -> None:
         """Add what this worker counted since the last time to its queues' counters (kept
@@ -321,7 +367,8 @@ class Worker(WorkerSettings):
         until = self.due.next_due
         if self.tasks.watched():
             until = min(until, time.monotonic() + 0.5)
-        until = min(until, time.monotonic() + self.tally.until_due())
+        until = min(until, time.monotonic() + self.tally.until_due(),
+                    time.monotonic() + self.controls.until_due())
         return min(self.timeout, self.clean_interval, max(until - time.monotonic(), 0.001))
 
     def wait_for_job(self) -> tuple[Job | None, Queue | None]:
@@ -334,7 +381,7 @@ class Worker(WorkerSettings):
         pid, pstart = self.runner.next_process()
         passed: list[PassedOver] = []
         job, reservation = self.queue_model.reserve_from(
-            self.queues, self.id, pid=pid, pstart=pstart, ttr=self.ttr,
+            self.controls.open_queues(), self.id, pid=pid, pstart=pstart, ttr=self.ttr,
             max_run_time=self.max_run_time, max_attempts=self.max_attempts,
             job_model=self.job_model, report=passed.append, tally=self.tally)
         for report in passed:

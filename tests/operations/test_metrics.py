@@ -109,7 +109,64 @@ def test_gauges_show_waiting_age_running_tasks_and_live_workers(conn):
     empty = Queue.named("empty")
     empty.enqueue({}).delete()
     parsed = samples(scrape_text())
-    assert value(parsed, "blueque_oldest_waiting_age_seconds", queue="empty") == 0
+    # nothing waits: no age at all (a 0 would read as "a task waits, just enqueued")
+    assert ("blueque_oldest_waiting_age_seconds", frozenset({("queue", "empty")})) not in parsed
+    assert value(parsed, "blueque_oldest_waiting_age_seconds", queue="g") >= 0
+
+
+def test_one_outcome_counter_a_pause_gauge_and_redis_up(conn):
+    queue = Queue.named("o")
+    for _ in range(2):
+        queue.enqueue({})
+    Worker("o", callback=slow, fork=False, max_loops=2, timeout=0.2).run()
+    queue.enqueue({})
+    Worker("o", callback=fail, fork=False, max_loops=1, timeout=0.2).run()
+    queue.enqueue({}).cancel()
+    Queue.named("p").enqueue({})
+    Queue.named("p").pause()
+    parsed = samples(scrape_text())
+    assert value(parsed, "blueque_redis_up") == 1
+    assert {outcome: value(parsed, "blueque_tasks_finished_total", queue="o", outcome=outcome)
+            for outcome in ("complete", "failed", "canceled", "expired")} == {
+        "complete": 2, "failed": 1, "canceled": 1, "expired": 0}
+    assert value(parsed, "blueque_queue_paused", queue="p") == 1
+    assert value(parsed, "blueque_queue_paused", queue="o") == 0
+
+
+def test_a_scrape_with_redis_gone_says_so_in_redis_up(tmp_path):
+    """`blueque metrics` keeps answering while its Redis is away: `blueque_redis_up 0`
+    and no other metric (no figure that would read as zero tasks)."""
+    port, metrics_port = free_port(), free_port()
+    server = subprocess.Popen(["redis-server", "--port", str(port), "--save", "",
+                               "--appendonly", "no", "--dir", str(tmp_path)],
+                              stdout=subprocess.DEVNULL)
+    process = None
+    try:
+        url = f"redis://127.0.0.1:{port}/0"
+        wait_for(lambda: subprocess.run(["redis-cli", "-p", str(port), "ping"],
+                                        capture_output=True).returncode == 0, timeout=10)
+        process = subprocess.Popen([*script("blueque", "limpyd_blueque.admin"),
+                                    f"--redis-url={url}", "metrics", f"--port={metrics_port}"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+        def scraped():
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics",
+                                            timeout=5) as page:
+                    return samples(page.read().decode())
+            except OSError:
+                return None
+        assert value(wait_for(scraped, timeout=20), "blueque_redis_up") == 1
+        server.terminate()
+        server.wait(10)
+        parsed = wait_for(scraped, timeout=20)
+        assert parsed == {("blueque_redis_up", frozenset()): 0}
+    finally:
+        if process is not None:
+            process.terminate()
+            process.wait(10)
+        if server.poll() is None:
+            server.kill()
 
 
 def test_a_scrape_costs_the_same_for_one_task_as_for_two_thousand(conn, count_commands):

@@ -9,7 +9,13 @@ import redis
 
 from limpyd_blueque import Job, Queue
 from limpyd_blueque.exceptions import RedisUnavailable
-from limpyd_blueque.protocol.statistics import DURATION_BOUNDS, Tally, bucket_of, read_counters
+from limpyd_blueque.protocol.statistics import (
+    DURATION_BOUNDS,
+    THROUGHPUT_TTL,
+    Tally,
+    bucket_of,
+    read_counters,
+)
 
 LISTENER = "t_1"
 
@@ -24,7 +30,7 @@ def _counters(conn, name):
 def _minute_counts(conn, name):
     total = {}
     for key in conn.scan_iter(f"blueque:stats:{name}:m:*"):
-        assert 0 < conn.ttl(key) <= 7200
+        assert 0 < conn.ttl(key) <= THROUGHPUT_TTL
         for field, count in conn.hgetall(key).items():
             total[field] = total.get(field, 0) + int(count)
     return total

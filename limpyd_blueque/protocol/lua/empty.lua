@@ -12,7 +12,7 @@
 -- KEYS[17] <prefix>:periodic:<queue>, KEYS[18] <prefix>:periodic_due:<queue>,
 -- KEYS[19] <prefix>:utubes:<queue>, KEYS[20] <prefix>:utube_waiting:<queue>,
 -- KEYS[21] <prefix>:retention:<queue>, KEYS[22] <prefix>:stalled:<queue>,
--- KEYS[23] <prefix>:canceling:<queue>
+-- KEYS[23] <prefix>:canceling:<queue>, KEYS[24] <prefix>:paused:<queue>
 -- ARGV[1] 'truncate' or 'drop', ARGV[2] key prefix of task hashes, ARGV[3] queue name,
 -- ARGV[4] most entries to take in this call, ARGV[5] name prefix of the utube lists
 -- A task hash is deleted only if it still belongs to this queue with a status the mode
@@ -73,7 +73,7 @@ if mode == 'drop' then
         redis.call('DEL', ARGV[5] .. name)
     end
     for _, key in ipairs({KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[15],
-            KEYS[17], KEYS[18], KEYS[19], KEYS[21], KEYS[22], KEYS[23]}) do
+            KEYS[17], KEYS[18], KEYS[19], KEYS[21], KEYS[22], KEYS[23], KEYS[24]}) do
         redis.call('DEL', key)
     end
     if not misfit({{KEYS[16], 'zset'}}) then redis.call('ZREM', KEYS[16], queue) end
