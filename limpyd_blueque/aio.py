@@ -33,8 +33,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from .connection.clients import bulk_limit, check_database, maybe_too_large, refuse_too_large
-from .connection.errors import CLUSTER_SCHEME, mask_secrets, unreachable
+from .connection.clients import bulk_limit, check_url, maybe_too_large, refuse_too_large
+from .connection.errors import CLUSTER_SCHEME, mask_secrets, name_server, unreachable
 from .exceptions import (
     ConfigurationError,
     InvalidTransition,
@@ -77,8 +77,8 @@ def connect(url: str, **options: Any) -> aioredis.Redis:
     (50) connections that many coroutines wait on (up to `timeout`, 20 s) rather than
     fail. `options` go to the connections (`redis.asyncio.BlockingConnectionPool`).
     Closing the client closes its pool. A URL whose database is not a whole number is
-    refused (see `connection.clients.check_database`)."""
-    check_database(url)
+    refused, and so are TLS options that are wrong (see `connection.clients.check_url`)."""
+    check_url(url)
     if url.lower().startswith(CLUSTER_SCHEME):  # the cluster key mode (see keys.rst)
         try:
             cluster: aioredis.Redis = AsyncRedisCluster.from_url(  # type: ignore[assignment]
@@ -102,13 +102,15 @@ def connect(url: str, **options: Any) -> aioredis.Redis:
 
 
 def where(client: aioredis.Redis) -> str:
-    """The server a client talks to, its password masked."""
+    """The server a client talks to, with the scheme of its connections (`redis://`,
+    `rediss://` for TLS, `unix://`), and no user or password."""
     if is_cluster(client):
         node = client.get_default_node()  # type: ignore[attr-defined]
         return f"{CLUSTER_SCHEME}//{node.host}:{node.port}"
-    kwargs = client.connection_pool.connection_kwargs
-    place = kwargs.get("path") or f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}"
-    return mask_secrets(f"redis://{place}/{kwargs.get('db', 0)}")
+    pool = client.connection_pool
+    tls = isinstance(pool.connection_class, type) and issubclass(pool.connection_class,
+                                                                 aioredis.SSLConnection)
+    return name_server(pool.connection_kwargs, tls=tls)
 
 
 class AsyncScripts:

@@ -4,6 +4,7 @@ from a URL), private clients, and checks of a server's settings and limits."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -78,13 +79,16 @@ def lean_connection_options() -> dict[str, Any]:
     Commands are not retried by redis-py either: a protocol step whose reply was lost
     must not run twice behind the library's back (the worker retries outcomes itself,
     knowing how to tell its own earlier success).
+
+    A TLS connection sends one PING when it connects (see `shims.settled_connect`).
     """
     from redis.backoff import NoBackoff
     from redis.retry import Retry
 
     options: dict[str, Any] = {"protocol": 2, "retry": Retry(NoBackoff(), 0),
                                # ids that are not UTF-8 go back to Redis as they came
-                               "command_packer": shims.SurrogateSafePacker()}
+                               "command_packer": shims.SurrogateSafePacker(),
+                               "redis_connect_func": shims.settled_connect}
     options.update(shims.no_client_setinfo())
     return options
 
@@ -110,6 +114,52 @@ def check_database(url: str) -> str:
     return url
 
 
+#: the TLS options of a `rediss://` URL that name a file (or, `ssl_ca_path`, a folder)
+TLS_FILES = ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "ssl_ca_path")
+#: the values `ssl_cert_reqs` takes
+CERT_REQUIREMENTS = ("none", "optional", "required")
+
+
+def check_url(url: str) -> str:
+    """`url` if its database is right (`check_database`) and so are its TLS options
+    (`check_tls_options`); else `ConfigurationError` naming the problem, its password
+    masked."""
+    return check_tls_options(check_database(url))
+
+
+def check_tls_options(url: str) -> str:
+    """`url` if its TLS options are right: only a `rediss://` URL takes them, the files
+    they name exist, and `ssl_cert_reqs` is one of `CERT_REQUIREMENTS`; else
+    `ConfigurationError` naming the problem. Unchecked, a missing CA file fails each
+    connection with "No such file or directory", and an option on a `redis://` URL with
+    a TypeError of redis-py."""
+    try:
+        parts = urlsplit(url)
+        query = parse_qs(parts.query)
+    except ValueError:
+        return url  # not a URL at all: redis-py says why when it connects
+    scheme = parts.scheme.lower()
+    tls = [name for name in query if name.lower().startswith("ssl")]
+    if not tls or scheme not in ("redis", "rediss", "unix"):
+        return url
+    shown = mask_secrets(url)
+    if scheme != "rediss":
+        raise ConfigurationError(f"invalid Redis URL {shown!r}: {', '.join(sorted(tls))} "
+                                 "is a TLS option, for a rediss:// URL")
+    for name in TLS_FILES:
+        for value in query.get(name, []):
+            path = Path(value)
+            if not (path.is_dir() if name == "ssl_ca_path" else path.is_file()):
+                raise ConfigurationError(f"invalid Redis URL {shown!r}: its {name} "
+                                         f"{value!r} is not an existing "
+                                         f"{'folder' if name == 'ssl_ca_path' else 'file'}")
+    for value in query.get("ssl_cert_reqs", []):
+        if value.lower() not in CERT_REQUIREMENTS:
+            raise ConfigurationError(f"invalid Redis URL {shown!r}: its ssl_cert_reqs is "
+                                     f"{value!r}, not one of {', '.join(CERT_REQUIREMENTS)}")
+    return url
+
+
 class BluequeDatabase(PipelineDatabase):
     """A limpyd database made from a Redis URL, holding its own connection.
 
@@ -119,7 +169,7 @@ class BluequeDatabase(PipelineDatabase):
 
     def __init__(self, url: str = DEFAULT_URL, *, cluster: bool = False,
                  **client_options: object) -> None:
-        check_database(url)  # before any connection: a wrong one may hold other data
+        check_url(url)  # before any connection: a wrong one may hold other data
         #: the cluster key mode (see `keys.KeySpace.tag`): `cluster=True`, or a
         #: `redis+cluster://` URL
         self.cluster = cluster or url.lower().startswith(CLUSTER_SCHEME)

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import redis
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -46,17 +47,26 @@ def mask_secrets(text: str) -> str:
 
 
 def describe(client: redis.Redis) -> str:
-    """A URL-like name of the server a client talks to, without any password."""
+    """A URL-like name of the server a client talks to, with the scheme of its connections
+    (`redis://`, `rediss://` for TLS, `unix://`), without any user or password."""
     if not hasattr(client, "connection_pool"):  # a cluster client: its first node
         node = client.get_default_node()  # type: ignore[attr-defined]
         return f"{CLUSTER_SCHEME}//{node.host}:{node.port}"
     if sentinel.is_sentinel_pool(client.connection_pool):
         return sentinel.describe(client.connection_pool)
-    kwargs = shims.pool_settings(client.connection_pool)
-    if kwargs.get("path"):
-        return f"unix://{kwargs['path']}?db={kwargs.get('db', 0)}"
-    host, port = kwargs.get("host", "localhost"), kwargs.get("port", 6379)
-    return f"redis://{host}:{port}/{kwargs.get('db', 0)}"
+    return name_server(shims.pool_settings(client.connection_pool),
+                       tls=shims.pool_uses_tls(client.connection_pool))
+
+
+def name_server(settings: Mapping[str, Any], tls: bool = False) -> str:
+    """A URL-like name of the server a pool's connection `settings` (host, port, path,
+    db...) go to: `unix://path?db=N`, `rediss://host:port/N` with `tls`, else
+    `redis://host:port/N`. Neither user nor password is ever in it."""
+    db = settings.get("db", 0)
+    if settings.get("path"):
+        return f"unix://{settings['path']}?db={db}"
+    host, port = settings.get("host", "localhost"), settings.get("port", 6379)
+    return f"{'rediss' if tls else 'redis'}://{host}:{port}/{db}"
 
 
 def refusal(error: RedisError, where: str) -> LimpydBluequeError | None:
@@ -75,9 +85,32 @@ def refusal(error: RedisError, where: str) -> LimpydBluequeError | None:
     return None
 
 
+#: what to do about a failed TLS connection, by the name of the error that failed it
+TLS_HINTS = (
+    ("SSLCertVerificationError", "the server's TLS certificate is not signed by a CA this "
+     "client trusts: give the CA that signed it with ?ssl_ca_certs=/path/to/ca.crt"),
+)
+
+
 def unreachable(where: str, error: BaseException) -> RedisUnavailable:
-    """The error for a server at `where` that could not be reached (`error` says why)."""
-    return RedisUnavailable(f"cannot reach Redis at {where}: {mask_secrets(str(error))}")
+    """The error for a server at `where` that could not be reached (`error` says why, and
+    for a TLS failure, what to do about it: `TLS_HINTS`)."""
+    text = mask_secrets(str(error))
+    # the causes too: redis-py 5.0's asyncio client keeps only an error number in its text
+    said = " ".join(f"{type(cause).__name__}: {cause}" for cause in causes(error))
+    hints = [hint for marker, hint in TLS_HINTS if marker in said]
+    return RedisUnavailable(f"cannot reach Redis at {where}: {text}"
+                            + "".join(f" ({hint})" for hint in hints))
+
+
+def causes(error: BaseException) -> list[BaseException]:
+    """`error` and the errors it was raised from or during, each once."""
+    found: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and current not in found:
+        found.append(current)
+        current = current.__cause__ or current.__context__
+    return found
 
 
 def translate(error: BaseException, where: str) -> LimpydBluequeError | None:

@@ -222,6 +222,16 @@ def pool_settings(pool: ConnectionPool) -> dict[str, Any]:
     return dict(pool.connection_kwargs)
 
 
+def pool_uses_tls(pool: ConnectionPool) -> bool:
+    """True when the connections of `pool` are TLS ones (a `rediss://` URL).
+
+    Relies on the undocumented `ConnectionPool.connection_class`.
+    """
+    connection_class = getattr(pool, "connection_class", None)
+    return isinstance(connection_class, type) and issubclass(connection_class,
+                                                             redis.SSLConnection)
+
+
 def twin_pool(pool: ConnectionPool) -> ConnectionPool:
     """A new, empty pool of the same class, making the same connections as `pool`.
 
@@ -263,6 +273,27 @@ def checkout_connection(pool: ConnectionPool) -> Connection:
         return pool.get_connection()
     except TypeError:  # redis-py before 5.3
         return pool.get_connection("PING")
+
+
+def settled_connect(connection: Connection) -> None:
+    """What a new connection sends when it connects (redis-py's `redis_connect_func`
+    connection keyword): redis-py's own handshake (`Connection.on_connect`), then, on a
+    TLS connection, one PING and its answer.
+
+    A TLS 1.3 server sends its session tickets just after the TLS handshake. When the
+    Redis handshake sends no command (no password, database 0, RESP2 and no CLIENT
+    SETINFO, as `clients.lean_connection_options` wants), the tickets are still unread
+    when the pool checks that the new connection holds no stale reply, and redis-py 8's
+    hiredis parser (its `can_read` polls the socket) takes them for one: the pool
+    reconnects, finds the same, and fails with "Connection not ready". Reading a reply
+    reads the tickets sent before it. Relies on `on_connect`, `send_command` and
+    `read_response` of `Connection` (redis-py 5.0.0 and 8.1.0).
+    """
+    link: Any = connection  # untyped methods of redis-py
+    link.on_connect()
+    if isinstance(connection, redis.SSLConnection):
+        link.send_command("PING", check_health=False)
+        link.read_response()
 
 
 def pubsub_socket(pubsub: PubSub) -> Any:

@@ -3,6 +3,8 @@ library for a Redis error raised through it (`unconverted`)."""
 
 from __future__ import annotations
 
+import os
+
 from redis.exceptions import RedisError
 
 from ..connection.clients import DEFAULT_URL, BluequeDatabase
@@ -11,14 +13,22 @@ from ..exceptions import LimpydBluequeError
 from .base import BluequeModel
 
 
-def use_redis(url: str = DEFAULT_URL, *, check: bool = True, cluster: bool = False,
+def use_redis(url: str | None = None, *, check: bool = True, cluster: bool = False,
               **client_options: object) -> BluequeDatabase:
     """Bind every limpyd-blueque model to the Redis server at `url` and return the database.
+
+    Without `url`, the URL is that of the environment variable `REDIS_URL`, as for the
+    commands, else `redis://localhost:6379/0`. The URL may be `redis://`, `rediss://`
+    (TLS: `?ssl_ca_certs=/path/to/ca.crt` names the CA that signed the server's
+    certificate), `unix:///path/to/redis.sock`, `redis+sentinel://` or
+    `redis+cluster://`; a user and password go in it (`redis://user:password@host...`).
 
     With `check`, the server is pinged so that a wrong URL fails here, with a
     `RedisUnavailable` that names it, rather than at the first task. `cluster` (or a
     `redis+cluster://` URL) binds them to a Redis Cluster, in the cluster key mode.
     """
+    if url is None:
+        url = os.environ.get("REDIS_URL") or DEFAULT_URL
     database = BluequeDatabase(url, cluster=cluster, **client_options)
     if check:
         database.ping()
