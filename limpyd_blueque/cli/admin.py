@@ -1,19 +1,23 @@
 """`blueque`: the administration command. It wires the subcommands of `operators`
 (stats, workers, tasks, inspect, errors, watch, requeue, cancel, delete, purge, clean,
 reindex), of `queues` (Tarantool's operations), of `serving` (web, metrics) and
-`periodic`; each subcommand is made by one of them only."""
+`periodic`; each subcommand is made by one of them only. `blueque --help` lists them by
+everyday use (`GROUPS`)."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
+import textwrap
 from collections.abc import Sequence
 from typing import Any, Callable
 
 from ..exceptions import InvalidName, ProtocolError
 from ..models import Queue, use_redis
 from ..models.periodic import PeriodicTask, check_name, iso
+from ..operations.overview import check_known_queues
 from ..protocol.keys import QUEUE_NAME_RE, check_queue_name
 from ..protocol.values import printable
 from . import operators, queues, serving
@@ -26,19 +30,93 @@ from .worker_script import (
     run_reporting,
 )
 
+#: `blueque --help` lists the subcommands by everyday use: seeing first, acting next,
+#: maintenance last (then the servers); in each group, the most used first. A subcommand
+#: missing here is listed last, under "other".
+GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("seeing", ("stats", "tasks", "inspect", "errors", "workers", "watch", "statistics",
+                "peek", "periodic")),
+    ("acting", ("cancel", "requeue", "delete", "kick", "pause", "resume")),
+    ("maintenance", ("purge", "truncate", "drop", "clean", "reindex")),
+    ("serving pages", ("web", "metrics")),
+)
+#: what each group of `GROUPS` is for, in `blueque --help`
+GROUP_HELP = {"seeing": "read only", "acting": "on tasks and queues",
+              "maintenance": "deleting in bulk, repairing the keys",
+              "serving pages": "until interrupted"}
+
+
+class GroupedCommands:
+    """Stands for argparse's subcommands to the modules that add them, and keeps each
+    one's help for the grouped listing of `blueque --help` (argparse lists subcommands in
+    the order they are added, in one block). Each subcommand's help is also its own
+    description (`blueque stats --help`), unless it has one."""
+
+    def __init__(self, commands: Any) -> None:
+        self.commands = commands
+        self.helps: dict[str, str] = {}
+
+    def add_parser(self, name: str, **options: Any) -> argparse.ArgumentParser:
+        help_text = options.pop("help", None) or ""
+        self.helps[name] = help_text
+        options.setdefault("description", help_text[:1].upper() + help_text[1:] + "."
+                           if help_text else None)
+        parser: argparse.ArgumentParser = self.commands.add_parser(name, **options)
+        return parser
+
+    def groups(self) -> list[tuple[str, list[str]]]:
+        """`GROUPS` with the subcommands added only, then "other" with those it misses."""
+        placed = {name for _, names in GROUPS for name in names}
+        return [*((title, [name for name in names if name in self.helps])
+                  for title, names in GROUPS),
+                ("other", [name for name in self.helps if name not in placed])]
+
+    def put_in_order(self) -> None:
+        """Order argparse's choices as the groups do: the "choose from" of a mistyped
+        subcommand and the generated docs (docs/_ext) follow the help."""
+        choices = self.commands.choices
+        order = [name for _, names in self.groups() for name in names]
+        ordered = {name: choices[name] for name in order}
+        ordered.update(choices)  # aliases, if any
+        choices.clear()
+        choices.update(ordered)
+
+    def listing(self, width: int) -> str:
+        """The subcommands by group (`GROUPS`), each with its help, wrapped to `width`."""
+        groups = self.groups()
+        column = max(len(name) for name in self.helps) + 4
+        lines = []
+        for title, names in groups:
+            if not names:
+                continue
+            lines.append(f"{title} ({GROUP_HELP[title]}):" if title in GROUP_HELP
+                         else f"{title}:")
+            for name in names:
+                wrapped = textwrap.wrap(self.helps[name], max(width - column, 30)) or [""]
+                lines.append(f"  {name:<{column - 2}}{wrapped[0]}")
+                lines += [" " * column + line for line in wrapped[1:]]
+            lines.append("")
+        return "\n".join(lines).rstrip()
+
 
 def make_parser() -> argparse.ArgumentParser:
     from ..version import __version__
 
-    parser = OneLineParser(prog="blueque", description="Administer a limpyd-blueque installation.")
+    parser = OneLineParser(prog="blueque", formatter_class=argparse.RawDescriptionHelpFormatter)
     add_redis_url_options(parser)
     add_traceback_option(parser)
     parser.add_argument("--version", action="version", version=f"limpyd-blueque {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    add_periodic_parser(commands)
+    commands = GroupedCommands(parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND",
+        help="one of the subcommands above; 'blueque COMMAND --help' tells more of it"))
     queues.add_parsers(commands, checked)
     operators.add_parsers(commands, checked)
+    add_periodic_parser(commands)
     serving.add_parsers(commands)
+    commands.put_in_order()
+    width = max(shutil.get_terminal_size().columns - 2, 60)
+    parser.description = ("Administer a limpyd-blueque installation.\n\n"
+                          + commands.listing(min(width, 100)))
     return parser
 
 
@@ -70,6 +148,8 @@ def checked(check: Callable[[str], str]) -> Callable[[str], str]:
 def periodic_command(options: argparse.Namespace) -> int:
     """`list`: one line per periodic task (exit code 1 if a queue's keys are broken, the
     others listed all the same); `remove`: exit code 1 when there is no such task."""
+    if options.queue:
+        check_known_queues([options.queue])
     if options.action == "remove":
         if not Queue.named(options.queue).remove_periodic(options.name):
             print(f"blueque: error: no periodic task {options.name!r} in queue {options.queue!r}",

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from rich.live import Live
@@ -28,16 +30,28 @@ from ..operations.actions import (
     requeue_failed,
     requeue_one,
 )
-from ..operations.inspection import Bound, ErrorQuery, inspect_task, parse_bound, stored_errors
+from ..operations.inspection import (
+    Bound,
+    ErrorQuery,
+    error_type_counts,
+    inspect_task,
+    parse_bound,
+    stored_errors,
+)
 from ..operations.overview import (
     MAX_LIMIT,
+    UnknownQueue,
+    check_known_queues,
+    did_you_mean,
     live_workers,
     queue_names,
     queue_overviews,
     running_rows,
     task_rows,
+    unknown_queues,
 )
 from ..protocol.keys import check_queue_name
+from ..protocol.liveness import server_time
 from ..protocol.statuses import Status
 from ..protocol.values import check_task_id, printable
 from ..upkeep.cleaning import CleanReport, deep_clean, light_clean, reindex
@@ -49,6 +63,8 @@ Handler = Callable[[argparse.Namespace], int]
 Checked = Callable[[Callable[[str], str]], Callable[[str], str]]
 #: the help of the `--json` of most subcommands
 JSON_HELP = "print one JSON document (its shape: docs/admin.rst)"
+#: the most error types `errors --type` lists when none matches
+LISTED_TYPES = 20
 
 
 # -- parsers -------------------------------------------------------------------------------------
@@ -81,16 +97,23 @@ def add_parsers(commands: Any, checked: Checked) -> None:
         parser.add_argument("--json", action="store_true", help=json_help)
         return parser
 
-    queues.add_queue_list(add("stats", "for operators, as tables: each queue's tasks by "
-                              "status, stalled tasks, listeners, oldest waiting task, tasks "
-                              "finished in the last minute and hour (O(1) per queue)"),
-                          queue_name)
-    add("workers", "the live workers, with their running tasks")
+    queues.add_queue_list(add("stats", "each queue's tasks by status and its activity "
+                              "(stalled tasks, listeners, oldest waiting task, tasks finished "
+                              "in the last minute and hour), as tables for people; "
+                              "'statistics' is the same counts for scripts"), queue_name)
+    workers = add("workers", "the live workers, with their state, running tasks and load; "
+                  "--quiet or --stop gives one an order")
+    order = workers.add_mutually_exclusive_group()
+    order.add_argument("--quiet", metavar="ID", help="tell the worker ID to take no new "
+                       "task (its running tasks go on), within a second")
+    order.add_argument("--stop", metavar="ID", help="tell the worker ID to stop, as on "
+                       "SIGTERM (its running tasks as its on_terminate says)")
     tasks = add("tasks", "list tasks, read from the structures that file them")
     tasks.add_argument("--queue", type=queue_name, help="default: every queue")
     tasks.add_argument("--status", choices=[status.value for status in Status])
     tasks.add_argument("--limit", type=limit_option, default=50, help="at most (default 50)")
-    add("inspect", "everything about one task").add_argument("task", type=task_id, metavar="ID")
+    add("inspect", "everything about one task: its fields (times readable), attempts, "
+        "progress, lease and stored errors").add_argument("task", type=task_id, metavar="ID")
     add_errors_parser(add("errors", "the stored errors, newest first"), queue_name, task_id)
     add_action_parsers(add, queue_name, task_id)
     watch = add("watch", "a live view of the queues and running tasks (Ctrl-C ends it)")
@@ -111,7 +134,8 @@ def add_errors_parser(errors: argparse.ArgumentParser, queue_name: Callable[[str
                       task_id: Callable[[str], str]) -> None:
     """The filters of `errors`, each through an index of the `Error` model."""
     errors.add_argument("--queue", type=queue_name)
-    errors.add_argument("--type", help="the exception's class name, e.g. ValueError")
+    errors.add_argument("--type", help="the exception's class name, e.g. ValueError (exact "
+                        "case; when none matches, the types stored are suggested)")
     errors.add_argument("--code", help="the exception's code attribute")
     errors.add_argument("--since", type=date_option, metavar="DATE",
                         help="YYYY-MM-DD or an ISO 8601 date and time (UTC unless it says)")
@@ -153,22 +177,39 @@ def emit(options: argparse.Namespace, document: dict[str, Any],
 
 # -- seeing --------------------------------------------------------------------------------------
 def stats_command(options: argparse.Namespace) -> int:
-    overview = queue_overviews(options.queues or None)
+    overview = queue_overviews(check_known_queues(options.queues) if options.queues else None)
     emit(options, overview.as_dict(), *tables.stats_tables(overview, tables.make_console()),
          *tables.notes(overview.skipped))
     return 0
 
 
 def workers_command(options: argparse.Namespace) -> int:
+    worker_id = options.quiet or options.stop
+    if worker_id:
+        return order_command(options, worker_id, "quiet" if options.quiet else "stop")
     workers = live_workers()
     emit(options, workers.as_dict(), tables.workers_table(workers),
          *tables.notes(workers.skipped))
     return 0
 
 
+def order_command(options: argparse.Namespace, worker_id: str, order: str) -> int:
+    """`workers --quiet ID` / `--stop ID`: the order given, or an error naming the live
+    workers when none has this id."""
+    if not Queue.tell_worker(worker_id, order):
+        live = sorted(row.id for row in live_workers().workers)
+        raise LimpydBluequeError(f"no live worker {worker_id!r}; live workers: "
+                            + (", ".join(live) if live else "none"))
+    what = ("takes no new task; its running tasks go on" if order == "quiet" else
+            "stops as on SIGTERM")
+    emit(options, {"worker": worker_id, "order": order},
+         tables.cell(f"told worker {worker_id} to {order}: it {what} (within a second)"))
+    return 0
+
+
 def tasks_command(options: argparse.Namespace) -> int:
-    rows = task_rows([options.queue] if options.queue else None, options.status,
-                     options.limit)
+    rows = task_rows(check_known_queues([options.queue]) if options.queue else None,
+                     options.status, options.limit)
     emit(options, rows.as_dict(), tables.tasks_table(rows), *tables.notes(rows.skipped))
     return 0
 
@@ -184,8 +225,33 @@ def errors_command(options: argparse.Namespace) -> int:
                        job=options.job, since=options.since, until=options.until,
                        limit=options.limit)
     rows = stored_errors(query)
-    emit(options, {"errors": [row.as_dict() for row in rows]}, tables.errors_table(rows))
+    if not rows and options.queue and unknown_queues([options.queue]):
+        # a queue dropped since keeps its errors: only a queue without any is unknown
+        raise UnknownQueue([options.queue], queue_names())
+    emit(options, {"errors": [row.as_dict() for row in rows]},
+         tables.errors_table(rows, now=server_time(Job.client())))
+    if not rows and options.type:
+        hint = type_hint(replace(query, type=None), options.type)
+        if hint:
+            print(f"blueque: {printable(hint)}", file=sys.stderr)
     return 0
+
+
+def type_hint(query: ErrorQuery, wanted: str) -> str | None:
+    """What to say when no stored error has the type `wanted` (the other filters of
+    `query` kept): the types that do, the close ones as "did you mean"; None when
+    `wanted` is one of them (the other filters left nothing)."""
+    counts, _, _ = error_type_counts(query)
+    stored = [kind for kind in counts if kind != "(none)"]
+    if wanted in stored:
+        return None
+    if not stored:
+        return f"no stored error has the type {wanted!r}; none is stored" + (
+            " for these filters" if query.filters() else "")
+    shown = ", ".join(stored[:LISTED_TYPES]) + (
+        f" and {len(stored) - LISTED_TYPES} more" if len(stored) > LISTED_TYPES else "")
+    return (f"no stored error has the type {wanted!r}{did_you_mean(wanted, stored)}; "
+            f"the types stored{' for these filters' if query.filters() else ''}: {shown}")
 
 
 def watch_command(options: argparse.Namespace) -> int:
@@ -193,6 +259,8 @@ def watch_command(options: argparse.Namespace) -> int:
     terminal the view is redrawn in place; elsewhere each refresh is printed after the
     last (with `--json`: one JSON document per line)."""
     console = tables.make_console()
+    if options.queues:
+        check_known_queues(options.queues)
     live = None if options.json or not console.is_terminal else Live(
         console=console, auto_refresh=False)
     shown = 0
@@ -225,10 +293,12 @@ def watch_command(options: argparse.Namespace) -> int:
 # -- acting on tasks -----------------------------------------------------------------------------
 def report_outcomes(options: argparse.Namespace, verb: str, outcomes: Sequence[ActionResult],
                     fine: Sequence[str]) -> int:
-    """Print the outcomes; an error (one line, exit code 1) when any is not in `fine`."""
+    """Print the outcomes (the table titled by what happened to the tasks); an error (one
+    line, exit code 1) when any is not in `fine`."""
     results = [outcome.as_dict() for outcome in outcomes]
     done = sum(1 for outcome in outcomes if outcome.outcome == verb)
-    emit(options, {verb: done, "results": results}, tables.outcomes_table(verb, results))
+    emit(options, {verb: done, "results": results},
+         tables.outcomes_table(options.command, results))
     problems = [outcome for outcome in outcomes if outcome.outcome not in fine]
     if len(problems) == 1 and len(outcomes) == 1:
         raise LimpydBluequeError(f"task {problems[0].id!r} not {verb}: {problems[0].detail}")
@@ -244,7 +314,7 @@ def requeue_command(options: argparse.Namespace) -> int:
     if not options.failed:
         outcomes = [acting(task_id, requeue_one) for task_id in options.tasks]
         return report_outcomes(options, "requeued", outcomes, ("requeued",))
-    requeued, left = requeue_failed(options.queue)
+    requeued, left = requeue_failed(check_known_queues([options.queue])[0])
     results = [outcome.as_dict() for outcome in left]
     emit(options, {"requeued": requeued, "results": results},
          tables.cell(f"requeued {requeued} failed task(s) of queue {options.queue}"),
@@ -274,6 +344,7 @@ def delete_command(options: argparse.Namespace) -> int:
 
 
 def purge_command(options: argparse.Namespace) -> int:
+    check_known_queues([options.queue])
     what = f"delete every {options.status} task of queue {options.queue}"
     if not queues.confirmed(options, what):
         print("nothing deleted")

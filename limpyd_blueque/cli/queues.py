@@ -14,6 +14,7 @@ from typing import Any
 
 from ..exceptions import ConfigurationError
 from ..models import Job, Queue
+from ..operations.overview import check_known_queues
 from ..protocol.keys import check_queue_name
 from ..protocol.statistics import CALLS
 from ..protocol.values import check_task_id, printable
@@ -27,14 +28,23 @@ def add_parsers(commands: Any, checked: Callable[[Callable[[str], str]], Any]) -
     queue_name = checked(check_queue_name)
     task_id = checked(check_task_id)
     stats = commands.add_parser(
-        "statistics", help="for scripts, in the shape of Tarantool's statistics(): each "
-        "queue's tasks by status (Tarantool's names too) and operations counted, one line "
-        "each or JSON (O(1) per queue)")
+        "statistics", help="each queue's tasks by status (Tarantool's names too) and its "
+        "operations counted, in the shape of Tarantool's statistics(), one line each or "
+        "JSON, for scripts; 'stats' is the same counts with the activity, as tables")
     add_queue_list(stats, queue_name)
     stats.add_argument("--json", action="store_true", help="one JSON object by queue name")
-    peek = commands.add_parser("peek", help="show a task without changing it")
+    peek = commands.add_parser("peek", help="a task's fields as stored, one line each "
+                               "(Tarantool's peek; 'inspect' tells more)")
     peek.add_argument("task", type=task_id, metavar="ID")
     peek.add_argument("--json", action="store_true", help="the task's fields as JSON")
+    for name, what in (("pause", "pause a queue: workers take none of its tasks from about "
+                                 "a second from now; running tasks go on, producers still "
+                                 "enqueue"),
+                       ("resume", "let the workers take a paused queue's tasks again")):
+        command = commands.add_parser(name, help=what)
+        command.add_argument("queue", type=queue_name, metavar="QUEUE")
+        command.add_argument("--json", action="store_true",
+                             help='{"queue": ..., "paused": ..., "changed": ...}')
     kick = commands.add_parser("kick", help="put buried tasks back in line, oldest first")
     kick.add_argument("queue", type=queue_name)
     kick.add_argument("--count", type=int, default=1, help="how many (default 1)")
@@ -54,7 +64,8 @@ def add_queue_list(parser: argparse.ArgumentParser, queue_name: Callable[[str], 
 
 
 def statistics_command(options: argparse.Namespace) -> int:
-    figures = ({name: Queue.named(name).statistics() for name in options.queues}
+    figures = ({name: Queue.named(name).statistics()
+                for name in check_known_queues(options.queues)}
                if options.queues else Queue.statistics_all())
     if options.json:
         print(json.dumps(figures, sort_keys=True))
@@ -79,7 +90,27 @@ def peek_command(options: argparse.Namespace) -> int:
     return 0
 
 
+def pausing(pause: bool) -> Handler:
+    """The handler of `pause` (`pause` True) or `resume`: one line saying what changed, or
+    that nothing had to."""
+    def command(options: argparse.Namespace) -> int:
+        name = check_known_queues([options.queue])[0]
+        queue = Queue.named(name)
+        changed = queue.pause() if pause else queue.resume()
+        if options.json:
+            print(json.dumps({"queue": name, "paused": pause, "changed": changed}))
+        elif pause:
+            print(printable(f"paused: {name} (workers take none of its tasks; "
+                            f"'blueque resume {name}' lets them)" if changed
+                            else f"{name} was paused already"))
+        else:
+            print(printable(f"resumed: {name}" if changed else f"{name} was not paused"))
+        return 0
+    return command
+
+
 def kick_command(options: argparse.Namespace) -> int:
+    check_known_queues([options.queue])
     print(f"kicked: {Queue.named(options.queue).kick(options.count)}")
     return 0
 
@@ -96,6 +127,7 @@ def confirmed(options: argparse.Namespace, what: str) -> bool:
 def emptying(what: str, method: str) -> Handler:
     """The handler of `truncate` or `drop`: confirm `what`, then call the queue's `method`."""
     def command(options: argparse.Namespace) -> int:
+        check_known_queues([options.queue])
         if not confirmed(options, what.format(queue=options.queue)):
             print("nothing deleted")
             return 1
@@ -106,6 +138,7 @@ def emptying(what: str, method: str) -> Handler:
 
 HANDLERS: dict[str, Handler] = {
     "statistics": statistics_command, "peek": peek_command, "kick": kick_command,
+    "pause": pausing(True), "resume": pausing(False),
     "truncate": emptying("delete every waiting task of queue {queue}", "truncate"),
     "drop": emptying("delete queue {queue} and all its tasks", "drop"),
 }

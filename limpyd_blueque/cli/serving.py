@@ -75,19 +75,27 @@ def needing(extra: str, module: str) -> None:
 
 
 def web_command(options: argparse.Namespace) -> int:
+    """Serve the dashboard; its ready line is printed once its socket listens (a port in
+    use is one error line, exit code 2, and no ready line)."""
     needing("web", "flask")
     needing("web", "waitress")
-    from ..operations.web import WebSettings, serve
+    from waitress.server import create_server
+
+    from ..operations.web import WebSettings, create_app
 
     token = options.token or os.environ.get(TOKEN_VARIABLE) or None
     settings = WebSettings(token=token, read_only=options.read_only)
-    print(f"blueque web: http://{display_host(options.host)}:{options.port}/ "
-          f"({settings.mode})", file=sys.stderr, flush=True)
     try:
-        serve(settings, options.host, options.port)
+        # as `operations.web.serve` does, in two steps: listen, say so, then serve
+        server = create_server(create_app(settings, options.host), host=options.host,
+                               port=options.port, threads=8, ident="blueque-web",
+                               clear_untrusted_proxy_headers=True)
     except OSError as error:
         raise ConfigurationError(f"cannot listen on {options.host}:{options.port}: "
                                  f"{error.strerror or error}") from None
+    print(f"blueque web: http://{display_host(options.host)}:{options.port}/ "
+          f"({settings.mode})", file=sys.stderr, flush=True)
+    server.run()
     return 0
 
 

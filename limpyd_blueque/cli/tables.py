@@ -18,7 +18,14 @@ from rich.table import Table
 from rich.text import Text
 
 from ..operations.inspection import ErrorRow, TaskRecord
-from ..operations.overview import Overview, Skipped, TaskRows, Workers
+from ..operations.overview import (
+    Overview,
+    Skipped,
+    TaskRows,
+    Workers,
+    short_duration,
+    when_text,
+)
 from ..protocol.statuses import ALL, RUNNING
 from ..protocol.values import printable
 
@@ -59,16 +66,7 @@ def cell(value: object) -> Text:
 
 def duration(seconds: float | None) -> str:
     """A duration as a person reads it: `12.3s`, `4m05s`, `2h07m`, `3d04h` ("-": unknown)."""
-    if seconds is None:
-        return "-"
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    whole = int(seconds)
-    for unit, size, sub, sub_size in (("d", 86400, "h", 3600), ("h", 3600, "m", 60),
-                                      ("m", 60, "s", 1)):
-        if whole >= size:
-            return f"{whole // size}{unit}{(whole % size) // sub_size:02d}{sub}"
-    return f"{whole}s"
+    return "-" if seconds is None else short_duration(seconds)
 
 
 def _print(console: Console, renderables: Iterable[RenderableType]) -> None:
@@ -135,7 +133,8 @@ def activity_table(overview: Overview) -> Table:
     result = table("activity", "queue", *numbers, right=numbers)
     for row in overview.queues:
         oldest, finished = row.oldest_waiting, row.finished or {}
-        result.add_row(cell(row.queue), cell(row.stalled), cell(row.listeners),
+        result.add_row(cell(f"{row.queue} (paused)" if row.paused else row.queue),
+                       cell(row.stalled), cell(row.listeners),
                        cell(duration(oldest["age"]) if oldest else None),
                        *(cell(_done_failed(finished.get(window)))
                          for window in ("last_minute", "last_hour")))
@@ -150,13 +149,18 @@ def _done_failed(counts: dict[str, int] | None) -> str | None:
 
 # -- workers -------------------------------------------------------------------------------------
 def workers_table(workers: Workers) -> Table:
-    """One row per live worker."""
-    result = table("workers", "id", "host", "pid", "queues", "running", "up for",
-                   "last beat", right=("pid", "up for", "last beat"))
+    """One row per live worker: its state, concurrency and load as its last beat said
+    (`-` from a worker that does not say them)."""
+    result = table("workers", "id", "host", "pid", "queues", "state", "running", "load",
+                   "up for", "last beat", right=("pid", "load", "up for", "last beat"))
     for row in workers.workers:
         running = ", ".join(task["id"] for task in row.running)
+        slots = f"/{row.concurrency}" if row.concurrency is not None else ""
         result.add_row(cell(row.id), cell(row.host), cell(row.pid), cell(",".join(row.queues)),
-                       cell(f"{len(row.running)}: {running}" if running else "0"),
+                       cell(row.state),
+                       cell(f"{len(row.running)}{slots}: {running}" if running
+                            else f"0{slots}"),
+                       cell(None if row.load is None else f"{row.load:.2f}"),
                        cell(_ago(workers.at, row.since)),
                        cell(_ago(workers.at, row.last_beat, " ago")))
     return none_if_empty(result)
@@ -168,12 +172,13 @@ def _ago(now: float, moment: float | None, suffix: str = "") -> str | None:
 
 # -- tasks ---------------------------------------------------------------------------------------
 def tasks_table(rows: TaskRows, title: str = "tasks") -> Table:
-    """One row per task: id, status, queue, age, attempt, progress."""
-    result = table(title, "id", "status", "queue", "age", "attempt", "progress",
-                   right=("age", "attempt"))
+    """One row per task: id, status, queue, created (ISO 8601 UTC, with its age), attempt,
+    progress."""
+    result = table(title, "id", "status", "queue", "created", "attempt", "progress",
+                   right=("attempt",))
     for row in rows.tasks:
         result.add_row(cell(row.id), cell(_status(row.status, row.stalled, row.cancel_requested)),
-                       cell(row.queue), cell(duration(row.age)), cell(row.attempt),
+                       cell(row.queue), cell(row.created_text()), cell(row.attempt),
                        cell(progress_text(row.progress, row.status in RUNNING)))
     return none_if_empty(result)
 
@@ -229,7 +234,7 @@ def watch_frame(overview: Overview, running: TaskRows, console: Console) -> Grou
 def record_tables(record: TaskRecord) -> list[RenderableType]:
     """A task's fields, then its attempts, progress, checkpoint and lease, then its errors."""
     fields = table("fields", "field", "value")
-    for name, value in sorted(record.fields.items()):
+    for name, value in record.shown_fields():
         shown = value if len(value) <= SHOWN_VALUE else (
             f"{value[:SHOWN_VALUE]}... ({len(value)} characters in all; --json shows them)")
         fields.add_row(cell(name), cell(shown))
@@ -243,37 +248,52 @@ def record_tables(record: TaskRecord) -> list[RenderableType]:
     checkpoint = record.checkpoint
     summary.add_row(cell("checkpoint"), cell(None if checkpoint is None else (
         f"{checkpoint['size']} bytes, attempt {checkpoint['attempt']}, at {checkpoint['at']}")))
-    summary.add_row(cell("lease"), cell(_lease_text(record.lease)))
+    summary.add_row(cell("lease"), cell(_lease_text(record.lease, record.at)))
     return [cell(f"task {record.id}"), fields, summary,
-            errors_table(record.errors, "stored errors"), *notes(record.skipped)]
+            errors_table(record.errors, "stored errors", record.at), *notes(record.skipped)]
 
 
-def _lease_text(lease: dict[str, Any] | None) -> str | None:
+def _lease_text(lease: dict[str, Any] | None, now: float) -> str | None:
     if lease is None:
         return None
-    if lease["expires_at"] is None:
+    if lease["expires_in"] is None:
         return f"held by {lease['holder']}, never expires"
-    return (f"held by {lease['holder']}, ends {lease['expires_at']} "
-            f"(in {duration(max(lease['expires_in'], 0.0))})")
+    left = max(lease["expires_in"], 0.0)
+    return f"held by {lease['holder']}, ends {when_text(now + left, -left)}"
 
 
 # -- errors and actions --------------------------------------------------------------------------
-def errors_table(rows: Sequence[ErrorRow], title: str = "errors") -> Table:
-    """One row per stored error, newest first."""
-    result = table(title, "when (UTC)", "queue", "task", "attempt", "type", "code", "message",
+def errors_table(rows: Sequence[ErrorRow], title: str = "errors",
+                 now: float | None = None) -> Table:
+    """One row per stored error, newest first; when it happened in ISO 8601 UTC (with how
+    long ago, given `now`)."""
+    result = table(title, "when", "queue", "task", "attempt", "type", "code", "message",
                    right=("attempt",))
     for row in rows:
-        when = row.as_dict()["at"]
-        result.add_row(cell(when[:19].replace("T", " ") if when else None), cell(row.queue),
+        ago = None if now is None or row.at is None else now - row.at
+        result.add_row(cell(when_text(row.at, ago)), cell(row.queue),
                        cell(row.job), cell(row.attempt), cell(row.type), cell(row.code),
                        cell(row.message))
     return none_if_empty(result)
 
 
-def outcomes_table(title: str, outcomes: Iterable[dict[str, Any]]) -> Table:
-    """One row per task an action was asked for: its id, what happened, why."""
-    result = table(title, "id", "outcome", "detail")
+def outcomes_table(action: str, outcomes: Sequence[dict[str, Any]]) -> Table:
+    """One row per task `action` (`cancel`, `requeue`...) was asked for: its id, what
+    happened, why; titled by what happened to the rows, `cancel: 1 canceled, 1 not
+    found` (never by what was asked)."""
+    counts: dict[str, int] = {}
     for outcome in outcomes:
-        result.add_row(cell(outcome["id"]), cell(outcome["outcome"].replace("_", " ")),
+        word = outcome_word(outcome["outcome"])
+        counts[word] = counts.get(word, 0) + 1
+    title = ", ".join(f"{count} {word}" for word, count in counts.items()) or "no task"
+    result = table(f"{action}: {title}", "id", "outcome", "detail")
+    for outcome in outcomes:
+        result.add_row(cell(outcome["id"]), cell(outcome_word(outcome["outcome"])),
                        cell(outcome["detail"] or ""))
     return result
+
+
+def outcome_word(outcome: object) -> str:
+    """An action's outcome (a word of docs/admin.rst) as the tables say it: `not found`,
+    `cancel requested`."""
+    return str(outcome).replace("_", " ")

@@ -23,6 +23,12 @@ from ..connection.errors import mask_secrets
 from ..exceptions import ConfigurationError, LimpydBluequeError
 from ..models import BluequeModel, use_redis
 from ..models.binding import unconverted
+from ..operations.overview import (
+    did_you_mean,
+    queue_names,
+    unknown_queue_message,
+    unknown_queues,
+)
 from ..protocol.values import printable
 from ..worker.settings import SETTINGS, Setting
 from ..worker.worker import Worker
@@ -72,10 +78,21 @@ def number_option(setting: Setting[Any]) -> Callable[[str], Any]:
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """Reports a usage mistake in one line, without the usage block."""
+    """Reports a usage mistake in one line, without the usage block; a value that is not
+    among an argument's choices (a subcommand, `--status`) gets the close ones as "did you
+    mean"."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {printable(mask_secrets(message))} (see --help)\n")
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        choices = action.choices
+        if choices is None or value in choices:
+            return
+        names = [str(choice) for choice in choices]
+        raise argparse.ArgumentError(action, f"invalid choice: {value!r}"
+                                     f"{did_you_mean(str(value), names)} (choose from "
+                                     f"{', '.join(map(repr, names))})")
 
 
 def bootstrap_parser() -> argparse.ArgumentParser:
@@ -182,7 +199,8 @@ class WorkerConfig:
             help="a directory to add to the Python path (repeatable)")
         add("--worker-config", default=S, metavar="PATH",
             help="the WorkerConfig subclass to use, e.g. my.module.MyWorkerConfig")
-        add("--print-options", action="store_true", help="print the worker's options")
+        add("--print-options", action="store_true",
+            help="print the worker's options first, before Redis is contacted")
         add("--dry-run", action="store_true", help="set everything up, run no task, exit")
         add("--version", action="version", version=f"limpyd-blueque {__version__}")
         add("--no-title", action="store_true", help="do not change the process title")
@@ -251,9 +269,13 @@ class WorkerConfig:
             handler.setFormatter(logging.Formatter(LOG_FORMAT))
             worker.logger.addHandler(handler)
 
+    def build_worker(self) -> Worker:
+        """The worker the options describe, every option checked; Redis is not contacted."""
+        return self.worker_class()(**self.worker_options())
+
     def make_worker(self) -> Worker:
-        # every option is checked before the server is contacted
-        worker = self.worker_class()(**self.worker_options())
+        """The worker, its models bound to the Redis server of the options (pinged)."""
+        worker = self.build_worker()  # every option is checked before the server is contacted
         use_redis(redis_url(self.options))
         for model in (worker.job_model, *worker.job_models, worker.queue_model,
                       worker.error_model):
@@ -262,18 +284,38 @@ class WorkerConfig:
         return worker
 
     def execute(self) -> int:
-        """Build the worker and run it; the exit code of the script."""
+        """Build the worker and run it; the exit code of the script.
+
+        `--print-options` prints the worker's options before Redis is contacted (an
+        unreachable server does not keep them from showing), then the worker runs, or the
+        dry run, as without it. A queue that Redis has never seen (`blueque_queues` does
+        not list it: a typo, most often) is logged as one warning naming the known
+        queues, in a dry run too."""
+        if self.options.print_options:
+            self.print_options(self.build_worker())
         worker = self.make_worker()
         self.setup_logging(worker)
-        if self.options.print_options:
-            for name in worker.parameters:
-                print(f"{name}={getattr(worker, name)!r}")
-            print(f"redis_url={mask_secrets(redis_url(self.options))}")
+        self.warn_unknown_queues(worker)
         if self.options.dry_run:
             print(f"dry run: worker ready on queues {','.join(worker.queues)}; no task run")
             return 0
         worker.run()
         return 0
+
+    def print_options(self, worker: Worker) -> None:
+        """One line `name=value` per worker parameter, and the Redis URL (password masked)."""
+        for name in worker.parameters:
+            print(f"{name}={getattr(worker, name)!r}")
+        print(f"redis_url={mask_secrets(redis_url(self.options))}", flush=True)
+
+    def warn_unknown_queues(self, worker: Worker) -> None:
+        """Log one warning when some of the worker's queues were never seen by Redis (no
+        task enqueued, no listener, no periodic task): it would wait for tasks that no
+        producer sends, silently."""
+        unknown = unknown_queues(worker.queues, worker.job_model)
+        if unknown:
+            worker.logger.warning("%s", unknown_queue_message(
+                unknown, queue_names(worker.job_model), lead="never seen queue"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

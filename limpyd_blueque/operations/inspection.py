@@ -16,6 +16,7 @@ from ..models import Error, Job
 from ..models.progress import CheckpointRecord
 from ..protocol.keys import QUEUE_NAME_RE
 from ..protocol.liveness import server_time
+from ..protocol.statuses import RUNNING, Status
 from .overview import (
     ERROR_FIELDS,
     Result,
@@ -27,8 +28,13 @@ from .overview import (
     pipelined,
     progress_of,
     text,
+    when,
     whole,
 )
+
+#: the statuses of a task that runs, and of one that waits to run
+RUNNING_STATUSES = frozenset(status.value for status in RUNNING)
+WAITING_STATUSES = frozenset((Status.SCHEDULED.value, Status.PENDING.value))
 
 
 # -- errors ------------------------------------------------------------------------------------
@@ -140,6 +146,27 @@ def stored_errors(query: ErrorQuery, error_model: type[Error] = Error) -> list[E
 
 
 # -- one task ----------------------------------------------------------------------------------
+#: the task fields holding a moment (epoch seconds, Redis's clock or the writer's)
+TIME_FIELDS = frozenset(("created", "updated", "eta", "started_at", "periodic_tick",
+                         "expires_at", "stalled_at", "cancel_requested", "alive_until"))
+
+
+def previous_error_label(fields: dict[str, str]) -> str | None:
+    """`previous error (attempt N)` when the task's `error` field was left by an earlier
+    attempt: the task waits to run again, or runs again (the attempt that failed is then
+    the one before the current one); None when the error is the task's own outcome (a
+    failed or buried task), or it has none."""
+    if not fields.get("error"):
+        return None
+    status = fields.get("status")
+    attempt = whole(fields.get("attempt")) or 0
+    if status in RUNNING_STATUSES:
+        attempt -= 1
+    elif status not in WAITING_STATUSES:
+        return None
+    return f"previous error (attempt {attempt})" if attempt > 0 else "previous error"
+
+
 @dataclass(frozen=True)
 class TaskRecord(Result):
     """Everything about one task (see `inspect_task`)."""
@@ -153,6 +180,20 @@ class TaskRecord(Result):
     lease: dict[str, Any] | None
     errors: list[ErrorRow]
     skipped: list[Skipped] = field(default_factory=list)
+
+    def shown_fields(self) -> list[tuple[str, str]]:
+        """The task's fields by name as people read them (the `blueque inspect` table,
+        the dashboard's task page): each moment (`TIME_FIELDS`) in ISO 8601 UTC with its
+        age, and the `error` of a task that runs again (or waits to) named as the
+        previous attempt's (`previous_error_label`). The values are otherwise as stored."""
+        shown = []
+        for name, value in sorted(self.fields.items()):
+            if name in TIME_FIELDS and when(value, self.at) != "-":  # else as stored
+                value = when(value, self.at)
+            elif name == "error":
+                name = previous_error_label(self.fields) or name
+            shown.append((name, value))
+        return shown
 
 
 def inspect_task(task_id: str, errors: int = 20, job_model: type[Job] = Job,

@@ -12,6 +12,7 @@ unknown (None), never as an error.
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 from collections.abc import Sequence
@@ -24,7 +25,7 @@ from typing import Any, Callable, ClassVar, cast
 import redis
 
 from ..connection.errors import reaching
-from ..exceptions import ConfigurationError
+from ..exceptions import ConfigurationError, LimpydBluequeError
 from ..models import Job
 from ..models.progress import Progress
 from ..protocol import statistics
@@ -81,6 +82,55 @@ def iso(moment: float | None) -> str | None:
 def age(now: float, moment: float | None) -> float | None:
     """Seconds from `moment` to `now` (never negative: hosts' clocks differ), or None."""
     return None if moment is None else round(max(now - moment, 0.0), 3)
+
+
+# -- times as people read them -------------------------------------------------------------------
+def short_duration(seconds: float) -> str:
+    """A duration as a person reads it: `12.3s`, `4m05s`, `2h07m`, `3d04h`."""
+    seconds = max(seconds, 0.0)
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    whole_seconds = int(seconds)
+    for unit, size, sub, sub_size in (("d", 86400, "h", 3600), ("h", 3600, "m", 60),
+                                      ("m", 60, "s", 1)):
+        if whole_seconds >= size:
+            return f"{whole_seconds // size}{unit}{(whole_seconds % size) // sub_size:02d}{sub}"
+    return f"{whole_seconds}s"  # pragma: no cover (60 seconds or more is in minutes)
+
+
+def iso_z(moment: float | None) -> str | None:
+    """Epoch seconds as ISO 8601 UTC to the second, `2026-11-26T21:04:05Z` (None when
+    unknown or out of range)."""
+    if moment is None:
+        return None
+    try:
+        return datetime.fromtimestamp(moment, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (OverflowError, ValueError, OSError):
+        return None
+
+
+def when_text(moment: float | None, seconds_ago: float | None) -> str:
+    """A moment as the `blueque` tables and the dashboard show it, in ISO 8601 UTC with
+    how long ago it was: `2026-11-26T21:04:05Z (3m05s ago)`, `... (in 12.0s)` for a
+    moment to come, `... (now)` within a tenth of a second; "-" when unknown. The one
+    way times read for people: the JSON documents keep their own (see `Result`)."""
+    shown = iso_z(moment)
+    if shown is None:
+        return "-"
+    if seconds_ago is None or not math.isfinite(seconds_ago):
+        return shown
+    if abs(seconds_ago) < 0.1:
+        return f"{shown} (now)"
+    if seconds_ago > 0:
+        return f"{shown} ({short_duration(seconds_ago)} ago)"
+    return f"{shown} (in {short_duration(-seconds_ago)})"
+
+
+def when(moment: object, now: float) -> str:
+    """`when_text` of a moment read from Redis (epoch seconds, as a number or a string)
+    seen at `now`; "-" when it is not a number."""
+    value = number(moment)
+    return when_text(value, None if value is None else now - value)
 
 
 def text(value: object) -> str | None:
@@ -159,6 +209,8 @@ class QueueOverview(Result):
     listeners: int | None
     oldest_waiting: dict[str, Any] | None
     finished: dict[str, dict[str, int]] | None
+    #: workers take none of its tasks (`Queue.pause`)
+    paused: bool = False
 
 
 @dataclass(frozen=True)
@@ -174,6 +226,73 @@ def queue_names(job_model: type[Job] = Job) -> list[str]:
     """Every queue `blueque_queues` lists whose name is valid (others are not this
     library's queues, and their names are not used to build keys)."""
     return [name for name in job_model.queue_names() if QUEUE_NAME_RE.match(name)]
+
+
+#: the most known queue names an `UnknownQueue` message lists
+LISTED_QUEUES = 20
+
+
+class UnknownQueue(LimpydBluequeError, LookupError):
+    """A queue name `blueque_queues` does not list: no task was ever enqueued there, no
+    worker listened to it (a typo, most often). The message names it, a close match, and
+    the queues that are known."""
+
+    def __init__(self, names: Sequence[str], known: Sequence[str]) -> None:
+        self.names, self.known = list(names), list(known)
+        super().__init__(unknown_queue_message(self.names, self.known))
+
+
+def close_matches(word: str, candidates: Sequence[str], count: int = 3) -> list[str]:
+    """The candidates that look like `word` (a typo of it), closest first; only those
+    that differ from it by case alone, when some do."""
+    same = [candidate for candidate in candidates if candidate.lower() == word.lower()
+            and candidate != word]
+    if same:
+        return same[:count]
+    by_case = {candidate.lower(): candidate for candidate in candidates}
+    alike = [by_case[match] for match in
+             difflib.get_close_matches(word.lower(), list(by_case), n=count, cutoff=0.6)]
+    return alike
+
+
+def did_you_mean(word: str, candidates: Sequence[str]) -> str:
+    """` (did you mean 'x'?)`, or `'x', 'y' or 'z'`, for the close matches of `word`;
+    "" when none is close."""
+    matches = [repr(match) for match in close_matches(word, candidates)]
+    if not matches:
+        return ""
+    listed = matches[0] if len(matches) == 1 else f"{', '.join(matches[:-1])} or {matches[-1]}"
+    return f" (did you mean {listed}?)"
+
+
+def unknown_queue_message(names: Sequence[str], known: Sequence[str],
+                          lead: str = "unknown queue") -> str:
+    """`unknown queue 'x' (did you mean 'y'?); known queues: a, b, y` (the first
+    `LISTED_QUEUES` of them), `lead` saying what the names are."""
+    shown = ", ".join(f"{name!r}{did_you_mean(name, known)}" for name in names)
+    what = f"{lead}{'s' if len(names) > 1 else ''} {shown}"
+    if not known:
+        return f"{what}: no queue is known yet (none was given a task or a worker)"
+    listed = ", ".join(sorted(known)[:LISTED_QUEUES])
+    more = f" and {len(known) - LISTED_QUEUES} more" if len(known) > LISTED_QUEUES else ""
+    return f"{what}; known queues: {listed}{more}"
+
+
+def unknown_queues(names: Sequence[str], job_model: type[Job] = Job) -> list[str]:
+    """The names of `names` that `blueque_queues` does not list (none when that key
+    cannot be read as a sorted set: then nothing is known to be unknown). One round trip."""
+    client, keys = job_model.client(), job_model.keys()
+    scores = pipelined(client, lambda pipe: [pipe.zscore(keys.queues, name) for name in names])
+    return [name for name, score in zip(names, scores) if score is None]
+
+
+def check_known_queues(names: Sequence[str], job_model: type[Job] = Job) -> list[str]:
+    """`names` when `blueque_queues` lists each of them, else `UnknownQueue` naming those
+    it does not (with the known ones). One round trip, two on a miss."""
+    unknown = unknown_queues(names, job_model)
+    if unknown:
+        raise UnknownQueue(unknown, queue_names(job_model))
+    return list(names)
 
 
 def queue_overviews(names: Sequence[str] | None = None,
@@ -195,13 +314,14 @@ def queue_overviews(names: Sequence[str] | None = None,
     skipped: list[Skipped] = []
     size = len(replies) // len(names) if names else 0
     own = [replies[i * size:(i + 1) * size] for i in range(len(names))]
-    oldest = _oldest_of(client, keys, names, [reads[2:4] for reads in own], now, skipped)
+    oldest = _oldest_of(client, keys, names, [reads[3:5] for reads in own], now, skipped)
     return Overview(now, [QueueOverview(
         queue=name, tasks=_task_counts(figures[name]["tasks"]),
-        stalled=_count_reply(keys.stalled(name), reads[0], skipped),
-        listeners=_count_reply(keys.listeners(name), reads[1], skipped),
+        stalled=_count_reply(keys.stalled(name), reads[1], skipped),
+        listeners=_count_reply(keys.listeners(name), reads[2], skipped),
         oldest_waiting=oldest[name],
-        finished=_finished(now, reads[4:], keys, name, skipped))
+        finished=_finished(now, reads[5:], keys, name, skipped),
+        paused=reads[0] == 1)
         for name, reads in zip(names, own)], skipped)
 
 
@@ -239,9 +359,10 @@ def _head_reads(pipe: Any, keys: KeySpace, name: str) -> None:
 
 
 def _queue_reads(pipe: Any, keys: KeySpace, name: str, minute: int) -> None:
-    """One queue's reads: stalled count, listeners, the heads of its line, and its
-    throughput hashes from `WINDOW_MINUTES` ago to now (the minute the window begins in
-    too)."""
+    """One queue's reads: whether it is paused, stalled count, listeners, the heads of
+    its line, and its throughput hashes from `WINDOW_MINUTES` ago to now (the minute the
+    window begins in too)."""
+    pipe.exists(keys.paused(name))
     pipe.zcard(keys.stalled(name))
     pipe.scard(keys.listeners(name))
     _head_reads(pipe, keys, name)
@@ -320,6 +441,12 @@ class WorkerRow(Result):
     since: float | None
     last_beat: float | None
     alive_until: float
+    #: what it said of itself at its last beat (None: not said, as by an older worker)
+    concurrency: int | None = None
+    running_count: int | None = None
+    load: float | None = None
+    state: str | None = None
+    paused: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -378,10 +505,18 @@ def _worker_row(worker_id: str, until: float, info: dict[str, Any], queues: list
                 running: list[dict[str, str]]) -> WorkerRow:
     timeout = number(info.get("liveness_timeout"))
     host = info.get("host")
+    state = info.get("state")
+    paused = info.get("paused")
     return WorkerRow(id=worker_id, host=host if isinstance(host, str) else None,
                      pid=whole(info.get("pid")), queues=queues, running=running,
                      since=number(info.get("since")),
-                     last_beat=None if timeout is None else until - timeout, alive_until=until)
+                     last_beat=None if timeout is None else until - timeout, alive_until=until,
+                     concurrency=whole(info.get("concurrency")),
+                     running_count=whole(info.get("running_count")),
+                     load=number(info.get("load")),
+                     state=state if isinstance(state, str) and state.isidentifier() else None,
+                     paused=[name for name in paused if isinstance(name, str)
+                             and QUEUE_NAME_RE.match(name)] if isinstance(paused, list) else [])
 
 
 # -- task rows ---------------------------------------------------------------------------------
@@ -402,6 +537,14 @@ class TaskRow(Result):
     progress: dict[str, Any] | None
     stalled: bool
     cancel_requested: bool
+
+    def created_text(self) -> str:
+        """When it was created, in ISO 8601 UTC with its age (see `when_text`)."""
+        return when_text(self.created, self.age)
+
+    def created_iso(self) -> str:
+        """When it was created, in ISO 8601 UTC ("-" when unknown)."""
+        return iso_z(self.created) or "-"
 
 
 @dataclass(frozen=True)

@@ -64,7 +64,7 @@ STATUSES = ("scheduled", "pending", "reserved", "started", "complete", "failed",
             "buried", "expired", "total")
 QUEUE = {"queue": str, "tasks": {name: int for name in STATUSES}, "stalled": int,
          "listeners": int, "oldest_waiting": ({"id": str, "age": OPTIONAL_NUMBER}, None),
-         "finished": {"last_minute": COUNTS, "last_hour": COUNTS}}
+         "finished": {"last_minute": COUNTS, "last_hour": COUNTS}, "paused": bool}
 PROGRESS = {"done": NUMBER, "total": OPTIONAL_NUMBER, "fraction": OPTIONAL_NUMBER,
             "message": OPTIONAL_STR, "moved_at": str, "time_left": OPTIONAL_NUMBER,
             "attempt": int}
@@ -75,7 +75,8 @@ ERROR = {"pk": str, "queue": str, "job": str, "identifier": OPTIONAL_STR, "at": 
          "type": str, "code": OPTIONAL_STR, "message": str, "attempt": (int, type(None))}
 WORKER = {"id": str, "host": str, "pid": int, "queues": [str],
           "running": [{"id": str, "queue": str}], "since": str, "last_beat": str,
-          "alive_until": str}
+          "alive_until": str, "concurrency": int, "running_count": int,
+          "load": (float, int, type(None)), "state": str, "paused": [str]}
 RECORD = {"id": str, "at": str, "fields": dict,
           "attempts": {"attempt": int, "uncounted": int, "max_attempts": (int, type(None))},
           "progress": (PROGRESS, None),
@@ -170,7 +171,8 @@ def test_tasks_lists_rows_by_status_and_queue_within_a_limit(redis_url, scene):
     assert table.returncode == 0, table.stderr
     rows = [line.split() for line in table.stdout.splitlines()[3:] if line.strip()]
     assert sorted(row[0] for row in rows) == sorted(scene["failed"])
-    assert {(row[1], row[2], row[4]) for row in rows} == {("failed", Q, "1")}
+    # id, status, queue, created (ISO 8601 and its age: "(12.3s ago)"), attempt
+    assert {(row[1], row[2], row[6]) for row in rows} == {("failed", Q, "1")}
 
 
 def test_inspect_shows_every_field_attempts_and_stored_errors(redis_url, scene):
