@@ -162,11 +162,12 @@ def test_an_action_without_the_sessions_csrf_token_is_refused(web, conn):
     page(web, f"/confirm/cancel?task={job.task_id}")
     for form in ({"task": job.task_id, "token": TOKEN},
                  {"task": job.task_id, "token": TOKEN, "csrf": "forged"},
-                 {"task": job.task_id, "token": "é", "csrf": "forgé"}):
+                 {"task": job.task_id, "token": TOKEN, "csrf": "forgé"}):
         response = web.post("/act/cancel", data=form)
-        assert response.status_code == 400
+        assert response.status_code == 403
         assert "came from another site" in response.get_data(as_text=True)
     assert job.status.hget() == "pending"
+    assert 'name="token"' in page(web, f"/confirm/cancel?task={job.task_id}")  # not signed in
 
 
 def test_another_sessions_csrf_token_does_not_do(conn):
@@ -177,7 +178,7 @@ def test_another_sessions_csrf_token_does_not_do(conn):
     page(mine, f"/confirm/cancel?task={job.task_id}")
     response = mine.post("/act/cancel", data={"task": job.task_id, "token": TOKEN,
                                               "csrf": token_of_theirs})
-    assert response.status_code == 400
+    assert response.status_code == 403
     assert job.status.hget() == "pending"
 
 
@@ -289,3 +290,221 @@ def test_redis_out_of_reach_is_a_503_page(redis_url, conn):
         assert "cannot reach Redis" in body
     finally:
         use_redis(redis_url)
+
+
+# -- issue 29: token statuses, confirmation labels, pause and resume, worker orders, ------
+# -- the throughput chart and the search ----------------------------------------------------
+def test_an_action_posted_without_the_token_is_401_and_with_a_wrong_one_403(web, conn):
+    job = Queue.named("a").enqueue({})
+    for fields in ({}, {"task": "bad id"}, {"queue": "x"}):  # nothing right, as with curl
+        nothing = web.post("/act/cancel", data=fields)
+        assert nothing.status_code == 401, fields
+        assert "no token given" in html.unescape(nothing.get_data(as_text=True))
+    bare = web.post("/act/cancel", data={"task": job.task_id})  # no form, no token
+    assert bare.status_code == 401
+    assert "no token given" in html.unescape(bare.get_data(as_text=True))
+    assert bare.headers["WWW-Authenticate"].startswith("Form ")
+    form = {"task": job.task_id, "csrf": csrf(page(web, f"/confirm/cancel?task={job.task_id}")),
+            "next": "/"}
+    assert web.post("/act/cancel", data={**form, "token": ""}).status_code == 401
+    wrong = web.post("/act/cancel", data={**form, "token": "s3cret-tokem"})
+    assert wrong.status_code == 403 and "wrong token" in wrong.get_data(as_text=True)
+    assert "WWW-Authenticate" not in wrong.headers
+    for response in (bare, wrong):
+        body = response.get_data(as_text=True)
+        assert TOKEN not in body and "s3cret-tokem" not in body  # no token is ever shown
+        assert 'id="confirm"' in body  # the page to try again
+    assert job.status.hget() == "pending"
+    assert web.post("/act/cancel", data={**form, "token": TOKEN}).status_code == 302
+    assert job.status.hget() == "canceled"
+
+
+@pytest.mark.parametrize(("path", "heading", "button", "keep"), [
+    ("/confirm/cancel?task={task}", "Cancel task {task}?", "Cancel task", "Keep it"),
+    ("/confirm/requeue?task={task}", "Requeue task {task}?", "Requeue task", "Keep it"),
+    ("/confirm/delete?task={task}", "Delete task {task}?", "Delete task", "Keep it"),
+    ("/confirm/requeue-failed?queue=b", "Requeue every failed task of queue b?",
+     "Requeue failed tasks", "Keep them"),
+    ("/confirm/purge?queue=b&status=failed", "Delete every failed task of queue b?",
+     "Delete tasks", "Keep them"),
+    ("/confirm/kick?queue=b&count=3", "Kick up to 3 buried task(s) of queue b back in line?",
+     "Kick buried tasks", "Keep them"),
+    ("/confirm/pause?queue=b", "Pause queue b?", "Pause queue", "Keep it running"),
+    ("/confirm/resume?queue=b", "Resume queue b?", "Resume queue", "Keep it paused"),
+    ("/confirm/quiet?worker=host-a_12", "Quiet worker host-a_12?", "Quiet worker",
+     "Keep it working"),
+    ("/confirm/stop?worker=host-a_12", "Stop worker host-a_12?", "Stop worker",
+     "Keep it running"),
+])
+def test_each_confirmation_says_what_its_buttons_do(web, conn, path, heading, button, keep):
+    job = Queue.named("b").enqueue({})
+    body = html.unescape(page(web, path.format(task=job.task_id)))
+    assert f"<h1>{heading.format(task=job.task_id)}</h1>" in body
+    assert re.search(rf'<button type="submit" id="confirm"[^>]*>{re.escape(button)}</button>',
+                     body)
+    assert re.search(rf'<a class="action keep" href="/" id="back">{re.escape(keep)}</a>', body)
+
+
+def test_pause_and_resume_a_queue_with_the_token(web, conn):
+    queue = Queue.named("p")
+    queue.enqueue({})
+    Queue.named("other").enqueue({})
+    body = page(web, "/queues/p")
+    assert 'id="paused"' not in body and "/confirm/pause?" in body
+    assert web.post("/act/pause", data={"queue": "p"}).status_code == 401
+    assert not queue.is_paused()
+    done = act(web, "pause", queue="p")
+    assert done.status_code == 302 and queue.is_paused()
+    assert "queue p paused" in page(web, "/")
+    overview = page(web, "/")
+    assert re.search(r'<tr data-queue="p">\s*<td><a [^>]*>p</a> <span class="flag paused">paused',
+                     overview)
+    assert not re.search(r'<tr data-queue="other">\s*<td><a [^>]*>other</a> <span', overview)
+    body = page(web, "/queues/p")
+    assert 'id="paused">paused<' in body and "/confirm/resume?" in body
+    assert "/confirm/pause?" not in body
+    queue.enqueue({})  # enqueueing still works
+    assert queue.counts()["pending"] == 2
+    assert act(web, "pause", queue="p").status_code == 302  # paused already: said so
+    assert "was paused already" in page(web, "/")
+    assert act(web, "resume", queue="p").status_code == 302
+    assert not queue.is_paused()
+    assert 'id="paused"' not in page(web, "/queues/p")
+
+
+def test_the_workers_page_shows_each_workers_figures_and_quiets_and_stops_it(web, conn,
+                                                                            workers):
+    from helpers import wait_for
+
+    process = workers.start("--queues=wq", "--concurrency=3")
+    row = ""
+
+    def listed(state):
+        nonlocal row
+        found = re.search(r'<tr data-worker="([^"]+)">(.*?)</tr>', page(web, "/workers"), re.S)
+        row = found.group(2) if found else ""
+        return found and f'data-state="{state}"' in row and found.group(1)
+    worker_id = wait_for(lambda: listed("waiting") or listed("running"), timeout=20)
+    assert '<td class="num concurrency">3</td>' in row
+    assert '<td class="num running-count">0</td>' in row
+    assert re.search(r'<td class="num load">\d+\.\d\d</td>', row)
+    assert f"/confirm/quiet?next=/workers&amp;worker={worker_id}" in row
+    assert f"/confirm/stop?next=/workers&amp;worker={worker_id}" in row
+    read_only = create_app(WebSettings(token=TOKEN, read_only=True)).test_client()
+    assert worker_id in page(read_only, "/workers")
+    assert not re.search(r'class="action( danger)?"', page(read_only, "/workers"))
+    assert act(web, "quiet", worker=worker_id).status_code == 302
+    assert Queue.worker_orders() == {worker_id: "quiet"}
+    wait_for(lambda: listed("quiet"), timeout=10)
+    assert "/confirm/quiet?" not in row and "/confirm/stop?" in row
+    job = Queue.named("wq").enqueue({})
+    time.sleep(1.5)
+    assert job.status.hget() == "pending"  # a quiet worker takes no new task
+    assert act(web, "stop", worker=worker_id).status_code == 302
+    assert process.wait(20) == 0
+    assert act(web, "stop", worker=worker_id).status_code == 302
+    assert f"no live worker {worker_id}: nothing was told" in page(web, "/")
+
+
+def test_the_chart_draws_the_counts_real_steps_wrote(web, conn):
+    queue = Queue.named("c")
+    queue.enqueue_many([{} for _ in range(3)])
+    Worker("c", callback=lambda job, queue: None, fork=False, max_loops=3, timeout=0.2).run()
+    queue.enqueue({})
+    Worker("c", callback=failing, fork=False, max_loops=1, timeout=0.2).run()
+    assert queue.enqueue({}).cancel()
+    Queue.named("idle").enqueue({})
+    body = page(web, "/chart")
+    chart = re.search(r'<section class="chart" data-queue="c">(.*?)</section>', body, re.S).group(1)
+    totals = dict(re.findall(r'<polyline class="series \w+" data-status="(\w+)" '
+                             r'data-total="(\d+)"', chart))
+    assert totals == {"complete": "3", "failed": "1", "canceled": "1"}
+    assert "processed (complete): <strong class=\"total\">3</strong>" in chart
+    top = int(re.search(r'data-top="(\d+)"', chart).group(1))
+    assert top in (2, 5)  # a scale from 0 to 5 for 3 in a minute (to 2 if a minute ended)
+    points = re.search(r'data-status="complete" data-total="3" points="([^"]+)"', chart).group(1)
+    assert len(points.split()) == 6 * 60  # one a minute, six hours by default
+    heights = [176 - float(point.split(",")[1]) for point in points.split()]  # 166 high
+    assert round(sum(height * top / 166 for height in heights), 2) == 3
+    assert points.split()[-1].startswith("948.0,")  # the last minute at the right end
+    idle = re.search(r'<section class="chart" data-queue="idle">(.*?)</section>', body, re.S)
+    assert 'data-total="0"' in idle.group(1)
+    one = page(web, "/chart?queue=c&hours=24")
+    assert one.count('<section class="chart"') == 1
+    assert len(re.search(r'points="([^"]+)"', one).group(1).split()) == 24 * 60
+    assert "last 24 hours" in one
+
+
+def test_the_charts_scale_and_hour_marks():
+    from limpyd_blueque.operations.web.charts import chart, nice_top
+
+    assert [nice_top(peak) for peak in (0, 1, 2, 3, 5, 6, 11, 20, 21, 99, 101, 4000)] == [
+        2, 2, 2, 5, 5, 10, 20, 20, 50, 100, 200, 5000]
+    first = 29_000_000 // 60 * 60 + 30  # a minute (Unix time // 60) half past an hour
+    drawn = chart("q", first, {"complete": [0] * 180, "failed": [0] * 180,
+                               "canceled": [0] * 180}, 3)
+    assert [label[-3:] for _, label in drawn.x_ticks] == [":30", ":00"] * 3  # 3 hours
+    assert [label for _, label in drawn.y_ticks] == ["0", "1", "2"]
+    counts = {"complete": [0] * 59 + [42], "failed": [0] * 60, "canceled": [0] * 60}
+    drawn = chart("q", first, counts, 1)
+    assert drawn.top == 50
+    assert [label for _, label in drawn.y_ticks] == ["0", "10", "20", "30", "40", "50"]
+    assert drawn.lines[0].points.split()[-1] == "948.0,36.6"  # 42 of 50, 166 units high
+    assert drawn.totals == {"complete": 42, "failed": 0, "canceled": 0}
+
+
+def test_the_search_page_finds_a_task_and_says_what_it_looked_at(conn):
+    client = create_app(WebSettings()).test_client()
+    queue = Queue.named("s")
+    jobs = queue.enqueue_many([{"image": f"{n}.jpg"} for n in range(3)])
+    tagged = queue.enqueue({"image": "x.png"}, identifier="monthly")
+    form = page(client, "/search")
+    assert 'id="search-form"' in form and "<option value=\"s\"" in form
+    assert "looks at the first\n  1,000 tasks of each list of the queue" in form
+    body = page(client, "/search?queue=s&q=image%3D1.jpg")
+    assert re.findall(r'<tr data-task="([^"]+)" data-how="(\w+)">', body) == [
+        (jobs[1].task_id, "parameters")]
+    assert '<span id="looked-at">4</span>' in body
+    assert "Every task of the queue was looked at." in body
+    assert re.findall(r'data-how="(\w+)"', page(client, "/search?queue=s&q=monthly")) == [
+        "identifier"]
+    assert re.findall(r'data-how="(\w+)"', page(
+        client, f"/search?queue=s&q={tagged.task_id}")) == ["id"]
+    assert "no task matches" in page(client, "/search?queue=s&q=nothing-like-it")
+    assert 'action="/search"' in page(client, "/queues/s")  # each queue page has the box
+
+
+def test_the_search_page_says_where_it_stopped(conn):
+    client = create_app(WebSettings(search_limit=5)).test_client()
+    Queue.named("s").enqueue_many([{"n": n} for n in range(8)])
+    body = page(client, "/search?queue=s&q=n")
+    assert "looks at the first\n  5 tasks of each list" in body
+    assert '<span id="looked-at">5</span>' in body
+    assert "The search stopped at 5 tasks of each list" in body
+    assert "1 list(s) of the queue hold more" in body
+
+
+def test_every_new_page_escapes_what_it_shows(web, conn):
+    queue = Queue.named("x")
+    job = queue.enqueue({"note": SCRIPT})
+    for path in ("/search?queue=x&q=%3Cscript%3Ealert(1)%3C/script%3E", "/chart?queue=x",
+                 "/workers", f"/confirm/cancel?task={job.task_id}&next=/%3Cb%3E"):
+        body = page(web, path)
+        assert SCRIPT not in body and "<b>" not in body
+
+
+@pytest.mark.parametrize(("path", "status", "message"), [
+    ("/chart?hours=5", 400, "invalid hours '5': use one of 1, 3, 6, 12, 24"),
+    ("/chart?hours=lots", 400, "invalid hours"),
+    ("/chart?queue=bad%20name", 400, "invalid queue name"),
+    ("/search?queue=bad%20name&q=x", 400, "invalid queue name"),
+    ("/search?queue=s&q=" + "x" * 501, 400, "search too long"),
+    ("/confirm/quiet?worker=nobody", 400, "invalid listener id"),
+    ("/confirm/stop?worker=", 400, "invalid listener id"),
+    ("/confirm/pause?queue=bad%20name", 400, "invalid queue name"),
+])
+def test_bad_addresses_of_the_new_pages_get_a_page_naming_the_problem(web, conn, path, status,
+                                                                      message):
+    body = page(web, path, status=status)
+    assert message in html.unescape(body)
+    assert "Traceback" not in body

@@ -1,13 +1,17 @@
-"""The dashboard's actions: requeue, cancel and delete a task, requeue a queue's failed
-tasks, kick its buried tasks, purge a status. Each is asked for on a confirmation page
-(`GET /confirm/<action>`) and done by its form (`POST /act/<action>`), which carries:
+"""The dashboard's actions: requeue, cancel and delete a task; requeue a queue's failed
+tasks, kick its buried tasks, purge a status, pause and resume a queue; tell a worker
+to quiet (take no new task) or to stop. Each is asked for on a confirmation page
+(`GET /confirm/<action>`), whose buttons say what they do ("Cancel task", "Keep it"),
+and done by its form (`POST /act/<action>`), which carries:
 
-- a CSRF token bound to the session (a form posted from another site has none);
-- the dashboard's token, the first time in a session (compared in constant time); the
-  session then remembers it until the dashboard restarts.
+- the dashboard's token, the first time in a session (compared in constant time; none
+  given is a 401, a wrong one a 403, and nothing is done); the session then remembers it
+  until the dashboard restarts;
+- a CSRF token bound to the session (a form posted from another site has none: 403).
 
 With `--read-only`, or without a token, there is no action: both routes answer 403.
-The steps are those of the `blueque` command (`operations.actions`, `Queue.kick`).
+The steps are those of the `blueque` command (`operations.actions`, `Queue.kick`,
+`Queue.pause`, `Queue.resume`, `Queue.tell_worker`).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from flask import Blueprint, abort, flash, redirect, render_template, request, s
 
 from ...exceptions import ConfigurationError
 from ...models import Queue
-from ...protocol.keys import check_queue_name
+from ...protocol.keys import check_listener_id, check_queue_name
 from ...protocol.statuses import Status
 from ...protocol.values import check_task_id
 from ..actions import (
@@ -43,15 +47,24 @@ blueprint = Blueprint("acts", __name__)
 MAX_KICK = 100_000
 
 
+#: what an answer to a post without the token says of how to give it (a 401 carries one)
+AUTHENTICATE = 'Form realm="blueque dashboard", charset="UTF-8"'
+
+
 @dataclass(frozen=True)
 class Action:
-    """An action: what its confirmation page says (`{task}`, `{queue}`, `{status}` and
-    `{count}` filled in from its fields), the fields it takes, and what it does (a
-    message, and whether it went as asked)."""
+    """An action: what its confirmation page asks (`{task}`, `{queue}`, `{status}`,
+    `{count}` and `{worker}` filled in from its fields), the fields it takes, what it
+    does (a message, and whether it went as asked), the labels of the page's two
+    buttons (the one that acts, the one that leaves things as they are) and what the
+    page says of its effect."""
 
     title: str
     fields: tuple[str, ...]
     run: Callable[[dict[str, Any]], tuple[str, bool]]
+    button: str
+    keep: str = "Keep it"
+    effect: str = ""
     danger: bool = False
 
 
@@ -80,19 +93,58 @@ def kicked(values: dict[str, Any]) -> tuple[str, bool]:
     return f"kicked {count} buried task(s) of queue {values['queue']} back in line", True
 
 
+def paused(values: dict[str, Any]) -> tuple[str, bool]:
+    if not Queue.named(values["queue"]).pause():
+        return f"queue {values['queue']} was paused already", True
+    return (f"queue {values['queue']} paused: workers take none of its tasks within a "
+            "second; the running ones go on"), True
+
+
+def resumed(values: dict[str, Any]) -> tuple[str, bool]:
+    if not Queue.named(values["queue"]).resume():
+        return f"queue {values['queue']} was not paused", True
+    return f"queue {values['queue']} resumed: workers take its tasks again", True
+
+
+def told(order: str, said: str) -> Callable[[dict[str, Any]], tuple[str, bool]]:
+    def tell(values: dict[str, Any]) -> tuple[str, bool]:
+        if not Queue.tell_worker(values["worker"], order):
+            return f"no live worker {values['worker']}: nothing was told", False
+        return f"worker {values['worker']} told to {said}", True
+    return tell
+
+
 ACTIONS = {
     "requeue": Action("Requeue task {task}", ("task",), lambda values: outcome_message(
-        acting(values["task"], requeue_one), ("requeued",))),
+        acting(values["task"], requeue_one), ("requeued",)), "Requeue task",
+        effect="It goes back in line, for a new attempt."),
     "cancel": Action("Cancel task {task}", ("task",), lambda values: outcome_message(
-        acting(values["task"], cancel_one), ("canceled", "cancel_requested")), danger=True),
+        acting(values["task"], cancel_one), ("canceled", "cancel_requested")), "Cancel task",
+        effect="A waiting task is canceled at once; a running one is stopped by its worker.",
+        danger=True),
     "delete": Action("Delete task {task}", ("task",), lambda values: outcome_message(
-        acting(values["task"], delete_one), ("deleted",)), danger=True),
+        acting(values["task"], delete_one), ("deleted",)), "Delete task",
+        effect="Its record and its stored errors are deleted for good.", danger=True),
     "requeue-failed": Action("Requeue every failed task of queue {queue}", ("queue",),
-                             requeued_failed),
+                             requeued_failed, "Requeue failed tasks", "Keep them",
+                             effect="Each goes back in line, oldest failure first."),
     "kick": Action("Kick up to {count} buried task(s) of queue {queue} back in line",
-                   ("queue", "count"), kicked),
+                   ("queue", "count"), kicked, "Kick buried tasks", "Keep them",
+                   effect="The oldest buried first."),
     "purge": Action("Delete every {status} task of queue {queue}", ("queue", "status"),
-                    purged, danger=True),
+                    purged, "Delete tasks", "Keep them",
+                    effect="Their records are deleted for good.", danger=True),
+    "pause": Action("Pause queue {queue}", ("queue",), paused, "Pause queue",
+                    "Keep it running", effect="Workers take none of its tasks within a "
+                    "second; the tasks already running go on, and enqueueing still works."),
+    "resume": Action("Resume queue {queue}", ("queue",), resumed, "Resume queue",
+                     "Keep it paused", effect="Workers take its tasks again."),
+    "quiet": Action("Quiet worker {worker}", ("worker",), told("quiet", "take no new task"),
+                    "Quiet worker", "Keep it working",
+                    effect="It takes no new task; the tasks it runs go on."),
+    "stop": Action("Stop worker {worker}", ("worker",), told("stop", "stop"), "Stop worker",
+                   "Keep it running", effect="It stops as on SIGTERM: it takes no new task, "
+                   "and its running tasks end as its on_terminate setting says.", danger=True),
 }
 
 
@@ -106,6 +158,8 @@ def action_values(action: Action, given: Any) -> dict[str, Any]:
             values[name] = check_task_id(text)
         elif name == "queue":
             values[name] = check_queue_name(text)
+        elif name == "worker":
+            values[name] = check_listener_id(text)
         elif name == "status":
             if text not in PURGEABLE:
                 raise ConfigurationError(f"cannot purge status {text!r}: use one of "
@@ -155,21 +209,40 @@ def confirm(name: str) -> str:
 
 @blueprint.route("/act/<name>", methods=["POST"])
 def act(name: str) -> Any:
+    """Do an action: the token first (none given: 401; a wrong one: 403), then the form's
+    CSRF token (403), then its fields (400 naming a wrong one), then the action."""
     action = found(name)
-    values = action_values(action, request.form)
-    sent = request.form.get("csrf", "")
-    if not sent or not hmac.compare_digest(sent.encode(), str(session.get("csrf", "")).encode()):
-        raise ConfigurationError("the form expired or came from another site: reload the "
-                                 "page and confirm again")
+    back = next_page(request.form.get("next", "/"))
     if not session.get("authed"):
         token = request.form.get("token", "")
+        if not token:
+            return refused(name, action, back, 401,
+                           "no token given: type the dashboard's token to act")
         if not hmac.compare_digest(token.encode(), str(current().token).encode()):
-            return render_template("confirm.html", name=name, action=action, values=values,
-                                   title=action.title.format(**values), authed=False,
-                                   error="wrong token", next=next_page(
-                                       request.form.get("next", "/"))), 403
+            return refused(name, action, back, 403, "wrong token")
+    sent = request.form.get("csrf", "")
+    if not sent or not hmac.compare_digest(sent.encode(), str(session.get("csrf", "")).encode()):
+        return refused(name, action, back, 403, "the form expired or came from another "
+                       "site: reload the page and confirm again")
+    values = action_values(action, request.form)
+    if not session.get("authed"):
         session["authed"] = True
         session["csrf"] = secrets.token_urlsafe(32)  # a new one once signed in
     message, fine = action.run(values)
     flash(message, "done" if fine else "problem")
-    return redirect(next_page(request.form.get("next", "/")))
+    return redirect(back)
+
+
+def refused(name: str, action: Action, back: str, status: int, error: str) -> Any:
+    """The confirmation page again (or, when the form's fields are wrong too, a page
+    saying only `error`), saying why the action was not done, never what token was
+    given, with `status`; a 401 says how to authenticate (`AUTHENTICATE`)."""
+    headers = {"WWW-Authenticate": AUTHENTICATE} if status == 401 else {}
+    try:
+        values = action_values(action, request.form)
+    except ConfigurationError:
+        return render_template("problem.html", status=status, message=error), status, headers
+    page = render_template("confirm.html", name=name, action=action, values=values,
+                           title=action.title.format(**values),
+                           authed=bool(session.get("authed")), error=error, next=back)
+    return page, status, headers

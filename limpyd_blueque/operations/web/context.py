@@ -7,18 +7,21 @@ from dataclasses import dataclass
 from flask import current_app
 
 from ...models import Error, Job
+from ..search import LOOK_LIMIT
 
 
 @dataclass(frozen=True)
 class WebSettings:
     """How a dashboard runs: its action `token` (None: actions are off), `read_only`
-    (actions off whatever the token), the models it reads, and rows per page."""
+    (actions off whatever the token), the models it reads, rows per page, and how many
+    tasks of each list of a queue a search looks at (`search.LOOK_LIMIT`)."""
 
     token: str | None = None
     read_only: bool = False
     job_model: type[Job] = Job
     error_model: type[Error] = Error
     page_size: int = 50
+    search_limit: int = LOOK_LIMIT
 
     @property
     def actions(self) -> bool:

@@ -1,6 +1,7 @@
-"""The dashboard's pages, each a view of what `overview` and `inspection` read: the
-queues, the running tasks (live, through `/api/running`), a queue's tasks by status, one
-task, the stored errors and the workers. Nothing here writes to Redis."""
+"""The dashboard's pages, each a view of what `overview`, `inspection` and `search` read:
+the queues, the running tasks (live, through `/api/running`), a queue's tasks by status,
+one task, the stored errors, the workers, the throughput charts (`charts`) and the
+search of a queue's tasks. Nothing here writes to Redis."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 from flask import Blueprint, render_template, request
 
 from ...exceptions import ConfigurationError
+from ...models import Queue
 from ...protocol.keys import check_queue_name
 from ...protocol.statuses import RUNNING, Status
 from ...protocol.values import check_task_id
@@ -30,6 +32,16 @@ from ..overview import (
     queue_overviews,
     running_rows,
     task_page,
+)
+from ..search import MATCH_LIMIT, QUERY_MAX, search_tasks
+from .charts import (
+    DEFAULT_HOURS,
+    FRAME,
+    HOURS,
+    MAX_QUEUES,
+    check_hours,
+    kept_hours,
+    throughput_charts,
 )
 from .context import current
 
@@ -83,8 +95,9 @@ def overview() -> str:
     settings = current()
     figures = queue_overviews(job_model=settings.job_model)
     workers = live_workers(settings.job_model)
+    paused = Queue.paused_among([row.queue for row in figures.queues])
     return render_template("overview.html", overview=figures, workers=len(workers.workers),
-                           statuses=[status.value for status in Status])
+                           statuses=[status.value for status in Status], paused=paused)
 
 
 @blueprint.route("/running")
@@ -134,7 +147,8 @@ def queue(queue: str) -> str:
     pages = max(1, -(-tasks.total // size))
     figures = queue_overviews([name], settings.job_model).queues[0]
     return render_template("queue.html", queue=name, status=status, tabs=TABS, page=tasks,
-                           number=number, pages=pages, figures=figures)
+                           number=number, pages=pages, figures=figures,
+                           paused=Queue.named(name).is_paused())
 
 
 def page_number(text: str) -> int:
@@ -171,6 +185,48 @@ def errors() -> str:
                            counted=counted, capped=capped, limit=ERRORS_LIMIT)
 
 
+#: the states a worker says it is in once it has seen each order
+ORDER_SEEN = {"quiet": ("quiet", "stopping", "terminating", "terminated"),
+              "stop": ("stopping", "terminating", "terminated")}
+
+
 @blueprint.route("/workers")
 def workers() -> str:
-    return render_template("workers.html", workers=live_workers(current().job_model))
+    """The live workers, each with the order it was given and has not yet said it follows
+    (`told`), and the actions its state leaves."""
+    found = live_workers(current().job_model)
+    orders = Queue.worker_orders()
+    told = {row.id: orders[row.id] for row in found.workers
+            if row.id in orders and row.state not in ORDER_SEEN[orders[row.id]]}
+    return render_template("workers.html", workers=found, told=told, orders=orders,
+                           seen=ORDER_SEEN)
+
+
+@blueprint.route("/search")
+def search() -> str:
+    """`/search?queue=<queue>&q=<text>`: a queue's tasks found by id, identifier or a value
+    of their parameters (see `operations.search`); without both, the form alone."""
+    settings = current()
+    queue = request.args.get("queue", "").strip()
+    query = request.args.get("q", "").strip()
+    name = check_queue_name(queue) if queue else None
+    result = search_tasks(name, query, settings.search_limit, settings.job_model) \
+        if name and query else None
+    return render_template("search.html", queue=name or "", query=query, result=result,
+                           queues=queue_names(settings.job_model),
+                           look_limit=settings.search_limit,
+                           match_limit=MATCH_LIMIT, query_max=QUERY_MAX)
+
+
+@blueprint.route("/chart")
+def chart() -> str:
+    """`/chart?hours=<hours>&queue=<queue>`: the tasks processed, failed and canceled
+    per minute, a chart per queue (default: every queue, at most `MAX_QUEUES`)."""
+    settings = current()
+    hours = check_hours(request.args.get("hours", str(DEFAULT_HOURS)).strip())
+    queue = request.args.get("queue", "").strip()
+    names = [check_queue_name(queue)] if queue else queue_names(settings.job_model)
+    at, charts, skipped = throughput_charts(names[:MAX_QUEUES], hours, settings.job_model)
+    return render_template("chart.html", at=at, charts=charts, skipped=skipped, hours=hours,
+                           choices=HOURS, queue=queue, left_out=max(len(names) - MAX_QUEUES, 0),
+                           kept=kept_hours(), frame=FRAME)
