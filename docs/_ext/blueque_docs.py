@@ -11,6 +11,9 @@ the links between pages checked as references.
   that ``sphinx-build -n -W`` fails on a link to a page that does not exist. Links to
   files outside the site (``bench/README.md``) become the file's name, and any other
   relative link, which would lead nowhere on the site, is a warning.
+* After an HTML build, each built page is read for what a reader would see as broken and
+  ``-W`` does not catch: a docutils system message, an "ERROR", a ``.. contents::`` box
+  (`built_pages`); each finding is a warning, so that ``sphinx-build -W`` fails.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+from pathlib import Path
 from typing import Any
 
 from docutils import nodes
@@ -63,6 +67,22 @@ def check_relative_links(app: Sphinx, doctree: nodes.document, docname: str) -> 
             logging.getLogger(__name__).warning(
                 "link to %r, which is not a page of this site", uri,
                 location=reference, type="blueque", subtype="link")
+
+
+def check_built_pages(app: Sphinx, exception: Exception | None) -> None:
+    """After an HTML build, a warning for each problem `built_pages` finds on a page."""
+    if exception is not None or app.builder.format != "html":
+        return
+    from built_pages import site_findings
+
+    outdir = Path(app.outdir)
+    for page, finding in site_findings(outdir):
+        built = page.relative_to(outdir)
+        docname = built.with_suffix("").as_posix()  # the page's source, when it has one
+        logging.getLogger(__name__).warning(
+            "the built page %s shows %s", built, finding,
+            location=docname if docname in app.env.all_docs else None,
+            type="blueque", subtype="page")
 
 
 class Generated(Directive):
@@ -179,6 +199,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.connect("source-read", on_source_read)
     app.connect("include-read", on_include_read)
     app.connect("doctree-resolved", check_relative_links)
+    app.connect("build-finished", check_built_pages)
     app.add_directive("blueque-settings", SettingsTable)
     app.add_directive("blueque-help", CommandHelp)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
