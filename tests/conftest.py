@@ -13,14 +13,33 @@ from limpyd_blueque.connection.embedded import EmbeddedRedis
 
 
 @pytest.fixture(scope="session")
-def redis_url():
-    """`REDIS_URL` when the user sets it, else a redis-server started for this run."""
+def redis_url(worker_id):
+    """`REDIS_URL` when the user sets it, else a redis-server started for this run. Each
+    process of a parallel run (pytest-xdist's `-n`) has its own server; on the user's
+    `REDIS_URL`, its own database: the URL's, plus the process's number."""
     url = os.environ.get("REDIS_URL")
     if url:
-        yield url
+        yield with_database_offset(url, 0 if worker_id == "master" else int(worker_id[2:]))
         return
     with EmbeddedRedis() as server:
         yield server.url
+
+
+@pytest.fixture(scope="session")
+def worker_id(request):
+    """pytest-xdist's name of this process (`gw0`, `gw1`...), `master` when run alone."""
+    return getattr(request.config, "workerinput", {}).get("workerid", "master")
+
+
+def with_database_offset(url, offset):
+    """`url` with its database number (the path's, default 0) moved up by `offset`."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    if not offset:
+        return url
+    parts = urlsplit(url)
+    database = int(parts.path.strip("/") or 0) + offset
+    return urlunsplit(parts._replace(path=f"/{database}"))
 
 
 @pytest.fixture(scope="session")

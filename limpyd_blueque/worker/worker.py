@@ -219,6 +219,7 @@ class Worker(WorkerSettings):
         self.runner.start()
         self.register()
         self.controls.forget()  # an order left for an earlier worker of this id
+        self.controls.refresh()  # paused queues known before the first reserve
         self.wakeups = WakeUps(private_client(self.queue_model.client()),
                                self.queue_model.wake_channels(self.queues),
                                also=self.runner.wakeup_fds)

@@ -130,7 +130,9 @@ def test_enqueue_due_refuses_a_now_that_is_not_a_moment(queue, conn, now):
 
 # -- the shape of arguments --------------------------------------------------------------------
 @pytest.mark.parametrize("parameters", ["abc", b"abc", {"a": 1, "b": 2}, {1, 2}, 5, None,
-                                        (n for n in range(3))], ids=repr)
+                                        (n for n in range(3))],
+                         ids=lambda value: "generator" if hasattr(value, "__next__")
+                         else repr(value))
 def test_enqueue_many_refuses_what_is_not_a_sequence_of_parameters(queue, conn, parameters):
     with pytest.raises(InvalidParameters, match="enqueue_many takes a sequence") as error:
         queue.enqueue_many(parameters)

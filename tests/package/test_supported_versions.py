@@ -1,7 +1,8 @@
 """The package runs on the oldest versions it supports: Python 3.9 and redis-py 5.0.
 
-This test builds (once, in `.cache/`) a virtualenv with the oldest Python found on the
-machine (3.9 when present) and redis-py 5.0.0, and runs the core of this suite in it.
+A slow suite of its own (`python3 -m pytest -m oldest`, a step of .ci/run). This test
+builds (once, in `.cache/`) a virtualenv with the oldest Python found on the machine (3.9
+when present) and redis-py 5.0.0, and runs the core of this suite in it.
 The main run itself uses the newest redis-py.
 """
 
@@ -44,6 +45,7 @@ def build(venv: Path, python: str) -> None:
                    check=True, capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.oldest
 @pytest.mark.timeout(900)
 def test_core_suite_passes_on_the_oldest_supported_versions():
     if os.environ.get("LIMPYD_BLUEQUE_INNER_RUN"):

@@ -89,3 +89,41 @@ def test_a_pause_read_of_another_type_is_no_pause_and_no_order(conn):
     # a key there of another type still exists: the queue counts as paused, never an error
     assert Queue.worker_controls("w_1", ["odd", "fine"]) == (frozenset({"odd"}), None)
     assert Queue.worker_orders() == {}
+
+
+def _blueque(redis_url, *args):
+    import subprocess
+
+    from helpers import script
+
+    return subprocess.run([*script("blueque", "limpyd_blueque.admin"),
+                           f"--redis-url={redis_url}", *args],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_the_commands_pause_resume_and_give_orders(redis_url, conn, workers):
+    import json
+
+    Queue.named("cmd").enqueue({"seconds": 0})
+    paused = _blueque(redis_url, "pause", "cmd")
+    assert paused.returncode == 0 and paused.stdout.startswith("paused: cmd"), paused.stderr
+    assert _blueque(redis_url, "pause", "cmd").stdout.strip() == "cmd was paused already"
+    stats = _blueque(redis_url, "stats", "--json")
+    assert [row["paused"] for row in json.loads(stats.stdout)["queues"]] == [True]
+    assert "cmd (paused)" in _blueque(redis_url, "stats").stdout
+    unknown = _blueque(redis_url, "pause", "cmdd")
+    assert unknown.returncode == 1 and "unknown queue 'cmdd'" in unknown.stderr
+    assert json.loads(_blueque(redis_url, "resume", "cmd", "--json").stdout) == {
+        "queue": "cmd", "paused": False, "changed": True}
+    assert not Queue.named("cmd").is_paused()
+
+    process = workers.start("--queues=cmd", "--timeout=5")
+    worker_id = _worker_id(process)
+    quiet = _blueque(redis_url, "workers", "--quiet", worker_id)
+    assert quiet.returncode == 0 and f"told worker {worker_id} to quiet" in quiet.stdout
+    _wait(lambda: " quiet " in _blueque(redis_url, "workers").stdout,
+          what="the quiet state in 'blueque workers'")
+    nobody = _blueque(redis_url, "workers", "--stop", "nobody_1")
+    assert nobody.returncode == 1 and f"live workers: {worker_id}" in nobody.stderr
+    assert _blueque(redis_url, "workers", "--stop", worker_id).returncode == 0
+    assert process.wait(10) == 0
