@@ -30,15 +30,15 @@ from .worker_script import (
     run_reporting,
 )
 
-#: `blueque --help` lists the subcommands by everyday use: seeing first, acting next,
-#: maintenance last (then the servers); in each group, the most used first. A subcommand
-#: missing here is listed last, under "other".
+#: `blueque --help` lists the subcommands by everyday use: seeing first (the pages that
+#: show the same, served), acting next, maintenance last; in each group, the most used
+#: first. A subcommand missing here is listed last, under "other".
 GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("seeing", ("stats", "tasks", "inspect", "errors", "workers", "watch", "statistics",
                 "peek", "periodic")),
+    ("serving pages", ("web", "metrics")),
     ("acting", ("cancel", "requeue", "delete", "kick", "pause", "resume")),
     ("maintenance", ("purge", "truncate", "drop", "clean", "reindex")),
-    ("serving pages", ("web", "metrics")),
 )
 #: what each group of `GROUPS` is for, in `blueque --help`
 GROUP_HELP = {"seeing": "read only", "acting": "on tasks and queues",

@@ -361,7 +361,7 @@ class KeySpace:
     @property
     def worker_orders(self) -> str:
         """Hash of the orders given to workers: listener id -> `quiet` (take no new task)
-        or `stop` (stop as on SIGTERM); each worker reads its own about once a second and
+        or `stop` (stop as on SIGTERM); each worker reads its own twice a second and
         its entry goes with its record."""
         return self._shared("workers", "orders")
 

@@ -253,7 +253,7 @@ class WorkerSettings:
     error_model: Setting[type[Error]] = Setting("model", Error, "the Error subclass", base=Error)
     logger_name: Setting[str] = Setting("str", LOGGER_NAME, "logger of the worker")
     logger_level: Setting[int | str] = Setting(
-        "level", logging.INFO, "its level: DEBUG, INFO, WARNING, ERROR or a number")
+        "level", logging.INFO, "its level: debug, info, warning, error (any case) or a number")
     save_errors: Setting[bool] = Setting("bool", True, "store an Error per failure")
     save_tracebacks: Setting[bool] = Setting("bool", True, "store the traceback in each Error")
     #: None: never

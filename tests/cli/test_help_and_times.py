@@ -47,7 +47,7 @@ def test_help_lists_subcommands_by_everyday_use(redis_url):
     headings = [line for line in out.splitlines() if re.match(r"^\S.*:$", line)
                 and line.split(" ")[0] in ("seeing", "acting", "maintenance", "serving")]
     assert [heading.split(" (")[0] for heading in headings] == [
-        "seeing", "acting", "maintenance", "serving pages"]
+        "seeing", "serving pages", "acting", "maintenance"]
     listed = re.findall(r"^  ([a-z]+) {2,}\S", out, re.M)
     assert listed[:6] == ["stats", "tasks", "inspect", "errors", "workers", "watch"]
     assert sorted(listed) == sorted(["stats", "tasks", "inspect", "errors", "workers", "watch",

@@ -400,6 +400,23 @@ def test_a_worker_a_producer_and_the_command_over_a_unix_socket(unix_server, bou
                                    "--status=complete")
     assert code == 0, stderr
     assert all(task_id in stdout for task_id in task_ids)
+    web = Dashboard(unix_server.url)
+    try:
+        status, text = web.page(f"/tasks/{task_ids[0]}")
+    finally:
+        web.stop()
+    assert status == 200 and task_ids[0] in text and "complete" in text
+
+    async def produce():
+        client = aio.connect(unix_server.url)
+        try:
+            task_id = await aio.Queue("local", client).enqueue({"n": 9})
+            return aio.where(client), task_id
+        finally:
+            await (getattr(client, "aclose", None) or client.close)()
+
+    where, task_id = asyncio.run(produce())
+    assert where.startswith("unix://") and Job.load(task_id).status.hget() == "pending"
     gone = f"unix://{tmp_path / 'none.sock'}"
     with pytest.raises(RedisUnavailable, match=f"cannot reach Redis at {gone}"):
         use_redis(gone)

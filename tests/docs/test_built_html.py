@@ -35,15 +35,16 @@ from built_pages import main, page_findings, site_findings  # noqa: E402 - after
     '<div class="admonition error"><p class="admonition-title">Error</p>'
     '<p>ERROR in the generated table</p></div>',
     "<p>ERROR: the settings table could not be generated</p>",
+    # the word alone, outside code: written as code when it is a log level or a quote
+    "<p>its level: DEBUG, INFO, WARNING, ERROR or a number</p>",
 ])
 def test_each_kind_of_problem_is_found(html):
     assert page_findings(f"<html><body><article>{html}</article></body></html>")
 
 
 @pytest.mark.parametrize("html", [
-    # a log level, as code, in prose, in a code block, in an API signature
+    # a log level, as code, in a code block, in an API signature
     '<p><code class="docutils literal notranslate"><span class="pre">ERROR</span></code></p>',
-    "<p>its level: DEBUG, INFO, WARNING, ERROR or a number</p>",
     '<div class="highlight-text notranslate"><div class="highlight"><pre><span></span>'
     "ERROR: cannot reach Redis\n</pre></div></div>",
     '<dt class="sig sig-object py"><em class="sig-param"><span class="n"><span class="pre">'

@@ -74,6 +74,9 @@ def test_worker_costs_two_round_trips_per_task_in_both_modes(
     worker = Worker("rt", callback=noop, fork=fork, max_loops=20, timeout=0.2,
                     schedule_interval=3600, clean_interval=3600, heartbeat_interval=3600,
                     ttr=36000)
+    # what a worker does once a second or two, whatever its tasks (its counters written,
+    # the pauses and its orders read), is not done within this window
+    worker.tally.interval = worker.controls.interval = 3600
     worker.run_started()
     worker.move_due_tasks()  # the periodic work is done once now, not again for an hour
     worker.clean()

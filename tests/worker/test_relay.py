@@ -107,7 +107,8 @@ def test_a_failure_and_its_error_record_are_written_by_the_worker(ready_worker, 
     job = Queue.named("r").enqueue('{"steps": 1, "fail": "no luck"}')
     wait_for(lambda: job.status.hget() == "failed", timeout=20)
     assert job.error.hget() == "ValueError: no luck"
-    errors = Error.collection(job_pk=job.task_id).instances()
+    # the Error record is written once the outcome is (its worker's next turn)
+    errors = wait_for(lambda: Error.collection(job_pk=job.task_id).instances(), timeout=10)
     assert [(e.type.hget(), e.message.hget(), e.attempt.hget()) for e in errors] == [
         ("ValueError", "no luck", "1")]
     assert received(conn) == before
