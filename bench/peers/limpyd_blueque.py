@@ -18,6 +18,7 @@ import sys
 import limpyd_blueque
 from limpyd_blueque import Queue, Worker, use_redis
 from limpyd_blueque.models import BluequeModel
+from limpyd_blueque.protocol.statistics import Tally
 
 from peers._common import BasePeer, listener_id, main, report_rusage, task_body
 
@@ -29,6 +30,7 @@ class Peer(BasePeer):
         self.database = use_redis(self.url)
         self.q = Queue.named(self.queue)
         self.listener = listener_id()
+        self.tally = Tally(interval=float("inf"))
 
     def versions(self) -> dict:
         return {**super().versions(), "limpyd-blueque": limpyd_blueque.__version__}
@@ -57,15 +59,17 @@ class Peer(BasePeer):
 
     def reserve_one(self):
         """Reserve and start the next task for this process, as `Worker.wait_for_job`
-        does, with the worker's default lease terms."""
+        does, with the worker's default lease terms, counted in a tally as a worker counts
+        its steps (written once a second by a worker: not a step's cost)."""
         job, _ = Queue.reserve_from([self.queue], self.listener, pid=os.getpid(),
                                     ttr=Worker.ttr, max_run_time=Worker.max_run_time,
-                                    max_attempts=Worker.max_attempts)
+                                    max_attempts=Worker.max_attempts, tally=self.tally)
         return job
 
     def complete_one(self, job) -> None:
-        """Store the result as the worker does (the holder: this listener, this attempt)."""
-        job.complete("0", listener_id=self.listener)
+        """Store the result as the worker does (the holder: this listener, this attempt,
+        counted in the tally)."""
+        job.complete("0", listener_id=self.listener, tally=self.tally)
 
     def extra_scaling(self) -> dict:
         """Error filtering by date among 1k and among 100k stored errors.
