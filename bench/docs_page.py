@@ -377,8 +377,14 @@ MISSES: dict[str, str] = {
         "{drain_huey_ratio:.2f} x Huey. Both steps are one round trip each, as the floor's, "
         "so the difference is the server time above ({usec_in:.0f} against {usec_floor:.0f} µs "
         "per task) and the "
-        "worker's own Python per task (the running-task state machine, the hooks, the "
-        "outcome recorder, the title and status updates): the server time first."),
+        "worker's own Python per task. A cProfile of an in-process drain of 3,000 no-op "
+        "tasks on a private Redis (times under the profiler): per task, about 0.33 ms waiting "
+        "for Redis's two replies (the server time and the loopback round trips), about "
+        "0.35 ms in redis-py and the step wrappers around the two ``EVALSHA`` (the reserve "
+        "alone sends 14 keys and 13 arguments, each made a string and packed: 30 "
+        "conversions and about 70 packed parts per task), and about 0.3 ms in the worker's "
+        "loop, hooks and outcome recorder. What stands between: the server time first, then "
+        "fewer keys and arguments per step (both sides of the wire), then the loop."),
     PICKUP_TARGET: (
         "**Pickup latency in-process.** p50 {p50_in:.2f} ms, p99 {p99_in:.2f} ms: the p99 "
         "is met, the p50 is about a tenth of a millisecond over. A task enqueued to an idle "
