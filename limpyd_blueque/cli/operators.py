@@ -101,13 +101,8 @@ def add_parsers(commands: Any, checked: Checked) -> None:
                               "(stalled tasks, listeners, oldest waiting task, tasks finished "
                               "in the last minute and hour), as tables for people; "
                               "'statistics' is the same counts for scripts"), queue_name)
-    workers = add("workers", "the live workers, with their state, running tasks and load; "
-                  "--quiet or --stop gives one an order")
-    order = workers.add_mutually_exclusive_group()
-    order.add_argument("--quiet", metavar="ID", help="tell the worker ID to take no new "
-                       "task (its running tasks go on), within a second")
-    order.add_argument("--stop", metavar="ID", help="tell the worker ID to stop, as on "
-                       "SIGTERM (its running tasks as its on_terminate says)")
+    add_workers_parser(add("workers", "the live workers, with their state, running tasks "
+                           "and load; --quiet or --stop gives one an order"))
     tasks = add("tasks", "list tasks, read from the structures that file them")
     tasks.add_argument("--queue", type=queue_name, help="default: every queue")
     tasks.add_argument("--status", choices=[status.value for status in Status])
@@ -128,6 +123,15 @@ def add_parsers(commands: Any, checked: Checked) -> None:
     clean.add_argument("--max-attempts", type=number_option(max_attempts), default=None,
                        help="fail, rather than put back, tasks that used this many attempts")
     add("reindex", "index the tasks written by other Blueque clients")
+
+
+def add_workers_parser(workers: argparse.ArgumentParser) -> None:
+    """The orders `workers` may give one worker (`Queue.tell_worker`)."""
+    order = workers.add_mutually_exclusive_group()
+    order.add_argument("--quiet", metavar="ID", help="tell the worker ID to take no new "
+                       "task (its running tasks go on), within a second")
+    order.add_argument("--stop", metavar="ID", help="tell the worker ID to stop, as on "
+                       "SIGTERM (its running tasks as its on_terminate says)")
 
 
 def add_errors_parser(errors: argparse.ArgumentParser, queue_name: Callable[[str], str],

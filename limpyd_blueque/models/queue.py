@@ -44,7 +44,10 @@ class Queue(BluequeModel):
 
     One class, though long: every step an application or an operator takes on a queue
     (enqueue, reserve, Tarantool's operations, counts, periodic tasks, setting a bad key
-    aside) is a method of the model it is called on, each a thin call of its step.
+    aside, pausing) is a method of the model it is called on, each a thin call of its
+    step. The orders to workers (`tell_worker`, `worker_controls`) are class methods here
+    beside `worker_records` and the pauses a worker reads with its order in one round
+    trip.
     """
 
     name = QueueNameField()

@@ -116,6 +116,40 @@ def check_look_limit(limit: int) -> int:
     return limit
 
 
+def _listed(structures: list[tuple[str, str, bool]], reads: list[Any], limit: int,
+            skipped: list[Skipped]) -> tuple[list[str], list[str]]:
+    """From the size and first entries of each structure (`reads`, two per structure):
+    the task ids to look at, each once, in the order of the structures, and the keys of
+    the structures that hold more than `limit`."""
+    ids: dict[str, None] = {}
+    beyond = []
+    for index, (key, _, pending) in enumerate(structures):
+        size, entries = reads[2 * index], reads[2 * index + 1]
+        if failed(skipped, key, size) or failed(skipped, key, entries):
+            continue
+        if (whole(size) or 0) > limit:
+            beyond.append(key)
+        listed = [entry for entry in entries if isinstance(entry, str)]
+        ids.update(dict.fromkeys(listed[::-1] if pending else listed))
+    return list(ids), beyond
+
+
+def _matched(client: Any, keys: KeySpace, looked: list[str], query: str, name: str,
+             skipped: list[Skipped]) -> list[tuple[str, str]]:
+    """`(task id, how)` of the tasks of `looked` that `query` matches, their fields read
+    `CHUNK` tasks per round trip."""
+    found = []
+    for start in range(0, len(looked), CHUNK):
+        chunk = looked[start:start + CHUNK]
+        for task_id, reply in zip(chunk, task_fields(client, keys, chunk, SEARCH_FIELDS)):
+            if failed(skipped, keys.task(task_id), reply):
+                continue
+            how = matching(query, dict(zip(SEARCH_FIELDS, reply)), name)
+            if how:
+                found.append((task_id, how))
+    return found
+
+
 def search_tasks(queue: str, query: str, limit: int = LOOK_LIMIT,
                  job_model: type[Job] = Job) -> SearchResult:
     """The tasks of `queue` that `query` finds (see the module's docstring), at most
@@ -148,26 +182,9 @@ def search_tasks(queue: str, query: str, limit: int = LOOK_LIMIT,
     identified = replies[len(candidates)]
     if not failed(skipped, keys.identifiers(name), identified) and isinstance(identified, str):
         found.setdefault(identified, "identifier")
-    ids: dict[str, None] = {}
-    beyond = []
-    reads = replies[len(candidates) + 1:]
-    for index, (key, _, pending) in enumerate(structures):
-        size, entries = reads[2 * index], reads[2 * index + 1]
-        if failed(skipped, key, size) or failed(skipped, key, entries):
-            continue
-        if (whole(size) or 0) > limit:
-            beyond.append(key)
-        listed = [entry for entry in entries if isinstance(entry, str)]
-        ids.update(dict.fromkeys(listed[::-1] if pending else listed))
-    looked = list(ids)
-    for start in range(0, len(looked), CHUNK):
-        chunk = looked[start:start + CHUNK]
-        for task_id, reply in zip(chunk, task_fields(client, keys, chunk, SEARCH_FIELDS)):
-            if failed(skipped, keys.task(task_id), reply):
-                continue
-            how = matching(query, dict(zip(SEARCH_FIELDS, reply)), name)
-            if how:
-                found.setdefault(task_id, how)
+    looked, beyond = _listed(structures, replies[len(candidates) + 1:], limit, skipped)
+    for task_id, how in _matched(client, keys, looked, query, name, skipped):
+        found.setdefault(task_id, how)
     ordered = sorted(found.items(), key=lambda item: HOW.index(item[1]))
     shown = dict(ordered[:MATCH_LIMIT])
     rows = {row.id: row for row in read_rows(client, keys, list(shown), now, skipped)}

@@ -43,13 +43,19 @@ def fail(job, queue):
     raise ValueError("no")
 
 
+def run_tasks(name, complete, failed):
+    """`complete` tasks of queue `name` run to completion (0.3 s each), then `failed`
+    that fail, by in-process workers."""
+    queue = Queue.named(name)
+    for callback, count in ((slow, complete), (fail, failed)):
+        for _ in range(count):
+            queue.enqueue({})
+        Worker(name, callback=callback, fork=False, max_loops=count, timeout=0.2).run()
+    return queue
+
+
 def test_finished_tasks_and_run_times_are_counted_per_queue(conn):
-    queue = Queue.named("m")
-    for _ in range(3):
-        queue.enqueue({})
-    Worker("m", callback=slow, fork=False, max_loops=3, timeout=0.2).run()
-    queue.enqueue({})
-    Worker("m", callback=fail, fork=False, max_loops=1, timeout=0.2).run()
+    run_tasks("m", complete=3, failed=1)
     parsed = samples(scrape_text())
     assert value(parsed, "blueque_tasks_completed_total", queue="m") == 3
     assert value(parsed, "blueque_tasks_failed_total", queue="m") == 1
@@ -115,12 +121,7 @@ def test_gauges_show_waiting_age_running_tasks_and_live_workers(conn):
 
 
 def test_one_outcome_counter_a_pause_gauge_and_redis_up(conn):
-    queue = Queue.named("o")
-    for _ in range(2):
-        queue.enqueue({})
-    Worker("o", callback=slow, fork=False, max_loops=2, timeout=0.2).run()
-    queue.enqueue({})
-    Worker("o", callback=fail, fork=False, max_loops=1, timeout=0.2).run()
+    queue = run_tasks("o", complete=2, failed=1)
     queue.enqueue({}).cancel()
     Queue.named("p").enqueue({})
     Queue.named("p").pause()
