@@ -299,6 +299,38 @@ def test_a_task_whose_spare_process_died_goes_back_in_line(queue, conn):
         worker.run_ended()
 
 
+def test_the_next_spare_is_forked_at_once_for_a_backlog_and_after_the_task_when_idle(queue):
+    """A worker that found its task waiting forks the next spare while it runs; one that
+    waited for its task forks the next at its next try, not while that task starts."""
+    worker = make_worker(fork=True, max_loops=5, callback=lambda job, queue: time.sleep(0.3))
+    worker.run_started()
+    try:
+        queue.enqueue({"n": 1})
+        queue.enqueue({"n": 2})
+        taken, queue_of = worker.wait_for_job()  # found at the first try: a backlog
+        worker.launch(taken, queue_of)
+        first = worker.runner._spare
+        assert first is not None and first.pid != worker.tasks.snapshot()[0].pid
+        while len(worker.tasks):
+            worker.wait(0.05)
+            worker.collect()
+        taken, queue_of = worker.wait_for_job()
+        worker.launch(taken, queue_of)  # the one forked ahead runs it
+        assert worker.tasks.snapshot()[0].pid == first.pid
+        while len(worker.tasks):
+            worker.wait(0.05)
+            worker.collect()
+        assert worker.wait_for_job() == (None, None)  # nothing waits: the worker waited
+        queue.enqueue({"n": 3})
+        taken, queue_of = worker.wait_for_job()
+        worker.launch(taken, queue_of)
+        assert worker.runner._spare is None  # not forked while the task's process starts
+        pid, _ = worker.runner.next_process()  # the next try forks it
+        assert worker.runner._spare is not None and pid == worker.runner._spare.pid
+    finally:
+        worker.run_ended()
+
+
 def test_a_heartbeat_slower_than_the_lease_is_refused():
     with pytest.raises(ConfigurationError, match=r"heartbeat_interval .* at most half of ttr"):
         Worker("q", ttr=10, heartbeat_interval=6)
