@@ -280,6 +280,8 @@ def producer_targets(f: Figures, v: dict) -> list[Target]:
     v.update(enqueue=f.pooled(LB_ROWS, "enqueue_per_s"),
              enqueue_floor=f.median(FLOOR, "enqueue_per_s"),
              enqueue_floor_ratio=f.ratio(LB_ROWS, FLOOR, "enqueue_per_s"),
+             enqueue_rows=", ".join(fmt(value) for value in (
+                 f.median(row, "enqueue_per_s") for row in LB_ROWS) if value is not None),
              bulk=f.pooled(LB_ROWS, "enqueue_bulk_per_s"))
     return [
         target(ENQUEUE_TARGET, [v["enqueue"], v["enqueue_floor_ratio"]],
@@ -343,6 +345,15 @@ SCALING_TARGET = "enqueue, reserve, complete at 1,000,000 pending within 10 % of
 #: sentence saying that no analysis is written yet (and `main` warns). Write one only
 #: from what a run of the code it describes measured.
 MISSES: dict[str, str] = {
+    ENQUEUE_TARGET: (
+        "**Enqueue one call at a time.** {enqueue:,.0f}/s: {enqueue_floor_ratio:.2f} x the "
+        "floor's {enqueue_floor:,.0f}/s, pooled over the three limpyd-blueque rows (the same "
+        "producer code: ``Queue.enqueue``, one ``EVALSHA``). Row by row, the medians are "
+        "{enqueue_rows}/s in this run, the same code's spread as large as the gap (the run "
+        "of 493aa1f measured 0.99 x). In Redis the step is the floor's (one script, the same "
+        "writes) plus an ``EXISTS`` (the id is new), an ``HGET`` (the queue's ttl) and an "
+        "``HINCRBY`` (its counter); what is left is the producer's Python (checking the "
+        "parameters and options, building the job)."),
     COMMANDS_TARGET: (
         "**Worker side: at most 20 Redis commands per plain task.** Measured "
         "{cmds_in:.1f} (in-process) against the floor's {cmds_floor:.1f}. Where they go (the "
@@ -413,11 +424,21 @@ MISSES: dict[str, str] = {
         "no thread per task process (the orphan watch done by the beat the process already "
         "has), the outcome sent as it is built, and, for 1.5 x, a task process that touches "
         "less of its worker's image: a template process forked once, whose children start "
-        "from it, rather than the worker's whole image."),
+        "from it, rather than the worker's whole image. The orphan watch's thread was "
+        "measured since: drains of 800 no-op tasks with and without it, interleaved, ran "
+        "167-232 tasks/s either way (task process 2.7-3.9 ms against 3.0-3.7 ms of CPU), "
+        "its cost within this machine's noise, so it stays. What is left beyond a bare "
+        "fork is a fork of the worker's whole image, two round trips to Redis and one to the "
+        "task process, and a Python run in a copy-on-write child: a layout where the "
+        "worker forks per task and records what its task process tells it cannot reach "
+        "1.5 x a child that exits at once."),
     FORK_TARGET: (
         "**Drain forking.** {drain_fork:,.0f}/s: {drain_fork_ratio:.2f} x blueque's "
         "ForkingRunner ({drain_blueque_fork:,.0f}/s). Bounded by the CPU per forked task "
-        "above on two cores: the same work."),
+        "above on two cores: the same work. blueque's ForkingRunner forks a bare child that "
+        "makes its own two Redis calls and keeps no lease, no attempt and no outcome "
+        "message: 1.8 x its rate would need the CPU per forked task under about 5 ms on "
+        "this machine, below what the fork and the child's copy-on-write run cost here."),
     PSS_TARGET: (
         "**Task process PSS.** {pss_ratio:.2f} x a bare fork ({pss_task:.1f} against "
         "{pss_bare:.1f} MiB), 500 running. A running task process holds no connection any "
@@ -440,9 +461,13 @@ MISSES: dict[str, str] = {
         "task's hash 381 B, its retention entry 119 B (the sorted set is a skiplist past 128 "
         "members), its entry in the complete list 35 B. Beyond blueque's fields, the hash "
         "keeps ``attempt``, ``pstart`` (44 bytes, the process start mark) and "
-        "``started_at``. Next: ``pstart`` dropped when the task is filed (one more command "
-        "in the complete step, at the limit of 20), and a retention index cheaper than a "
-        "sorted-set member per task (tasks of a queue's default retention filed by minute)."),
+        "``started_at``. Kept forever, as blueque keeps its tasks (``result_ttl=-1``), a task "
+        "costs its hash and its list entry, 416 B (1.12 x): what stands between is the "
+        "retention index, the price of deleting finished tasks on time, which blueque does "
+        "not do. A cheaper index (tasks of a queue's default retention filed by minute in "
+        "lists, each checked when its minute comes) would change every step that files or "
+        "takes back a finished task; ``pstart`` dropped when the task is filed would save "
+        "44 B for one more command in the complete step (at the limit of 20)."),
 }
 
 #: the measures taken as changes landed, kept by hand: appended to the page
