@@ -522,6 +522,34 @@ with the same accounting (``measure_fork_cpu``).
 {page_table(markdown, "| process | worker side")}"""
 
 
+def groups_section() -> str:
+    """What groups cost (bench/groups.py, issue #30), with the targets of that issue."""
+    path = RESULTS / "groups.json"
+    if not path.exists():
+        return NOT_MEASURED[0].upper() + NOT_MEASURED[1:] + "."
+    report = json.loads(path.read_text())
+    sizes, summary = report["sizes"], report["summary"]
+    reserve_ok = summary["reserve_ratio"] <= 1.5
+    drain_ok = summary["drain_ratio"] >= 0.8
+    body = rst_rows(["target (issue #30)", "measured", "status"], [
+        ["reserve with 10,000 groups waiting at most 1.5 x its cost with 10",
+         f"{summary['reserve_10000_us']:.0f} against {summary['reserve_10_us']:.0f} µs: "
+         f"{summary['reserve_ratio']:.2f} x", "met" if reserve_ok else "missed"],
+        ["in-process drain of tasks that all have a group at least 0.8 x without",
+         f"{fmt(summary['drain_with_groups'])} against {fmt(summary['drain_without_groups'])} "
+         f"tasks/s: {summary['drain_ratio']:.2f} x", "met" if drain_ok else "missed"]])
+    return f"""``bench/groups.py``, on a private Redis, {sizes['repetitions']} repetitions, the two sides
+of each comparison interleaved (medians). The reserve step as a worker takes it
+(``Queue.reserve_from`` with a tally), timed over {sizes['reserves']:,} reserves with
+{sizes['waiting']:,} tasks waiting spread over 10 or over 10,000 groups (each task
+completed after its reserve, untimed): a group's turn is the first entry of one sorted set,
+whatever the number of groups. The drain: one in-process worker, {sizes['drain_tasks']:,} no-op
+tasks, from the first task's start to the last's, the tasks spread over
+{sizes['drain_groups']} groups or without a group.
+
+{body}"""
+
+
 def main() -> None:
     """Write the page (`--output`, default docs/benchmarks.rst); print the targets."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -602,6 +630,11 @@ Many tasks at once
    :alt: per running task, against N: task process PSS, Redis commands/s, pickup p99, start time
 
 {many_tasks(many) if many else NOT_MEASURED[0].upper() + NOT_MEASURED[1:] + "."}
+
+Groups
+======
+
+{groups_section()}
 
 The targets
 ===========

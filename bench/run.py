@@ -844,6 +844,11 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         runner.close()
     concurrency = {} if args.no_concurrency else run_concurrency(args.quick)
+    if not args.no_concurrency:  # what groups cost (issue #30): results/groups.json
+        began_groups = time.monotonic()
+        done = subprocess.run([sys.executable, str(BENCH / "groups.py"),
+                               *(["--quick"] if args.quick else [])])
+        log(f"groups: exit {done.returncode} ({time.monotonic() - began_groups:.0f} s)")
     per_rep, summary = collect(runs, rows)
     failures: dict = {}
     for run in runs:

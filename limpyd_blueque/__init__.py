@@ -41,6 +41,7 @@ from .exceptions import (
 from .models import BluequeModel, Error, Job, JobModels, Queue, Task, TaskData, use_redis
 from .models.periodic import PeriodicTask
 from .protocol.keys import KeySpace
+from .protocol.limits import Limit
 from .protocol.options import MAX_PRIORITY
 from .protocol.statuses import Status
 
@@ -63,6 +64,7 @@ __all__ = [
     "Job",
     "JobModels",
     "KeySpace",
+    "Limit",
     "LimpydBluequeError",
     "ParametersTooLarge",
     "PartiallyEnqueued",

@@ -20,7 +20,7 @@ from ..models.periodic import PeriodicTask, check_name, iso
 from ..operations.overview import check_known_queues
 from ..protocol.keys import QUEUE_NAME_RE, check_queue_name
 from ..protocol.values import printable
-from . import operators, queues, serving
+from . import limits, operators, queues, serving
 from .worker_script import (
     OneLineParser,
     add_redis_url_options,
@@ -35,9 +35,9 @@ from .worker_script import (
 #: first. A subcommand missing here is listed last, under "other".
 GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("seeing", ("stats", "tasks", "inspect", "errors", "workers", "watch", "statistics",
-                "peek", "periodic")),
+                "peek", "periodic", "limits")),
     ("serving pages", ("web", "metrics")),
-    ("acting", ("cancel", "requeue", "delete", "kick", "pause", "resume")),
+    ("acting", ("cancel", "requeue", "delete", "kick", "pause", "resume", "limit")),
     ("maintenance", ("purge", "truncate", "drop", "clean", "reindex")),
 )
 #: what each group of `GROUPS` is for, in `blueque --help`
@@ -111,6 +111,7 @@ def make_parser() -> argparse.ArgumentParser:
         help="one of the subcommands above; 'blueque COMMAND --help' tells more of it"))
     queues.add_parsers(commands, checked)
     operators.add_parsers(commands, checked)
+    limits.add_parsers(commands, checked)
     add_periodic_parser(commands)
     serving.add_parsers(commands)
     commands.put_in_order()
@@ -190,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     def run() -> int:
         use_redis(redis_url(options))
         commands = {"periodic": periodic_command, **queues.HANDLERS,
-                    **operators.HANDLERS, **serving.HANDLERS}
+                    **operators.HANDLERS, **limits.HANDLERS, **serving.HANDLERS}
         return commands[options.command](options)
 
     try:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Callable, cast
+from typing import Any, Callable, NamedTuple, cast
 
 import redis
 from limpyd import fields
@@ -15,6 +15,7 @@ from ..connection.errors import reaching
 from ..exceptions import ConfigurationError, InvalidTransition, TaskNotFound
 from ..protocol import statistics
 from ..protocol.keys import KeySpace, check_listener_id, check_queue_name
+from ..protocol.limits import Limit, limit_field, stored_limit
 from ..protocol.liveness import WORKER_ORDERS, server_time, worker_records
 from ..protocol.options import TERM_RULES, check_term
 from ..protocol.scripts import PassedOver, Reservation
@@ -30,8 +31,19 @@ from .base import (
     WireSortedSetField,
 )
 from .job import Job
+from .limits import read_limits
 from .producing import enqueue_one, enqueue_tasks
 from .task import TaskData
+
+
+class WorkerControls(NamedTuple):
+    """What operators asked of a worker (see `Queue.worker_controls`)."""
+
+    paused: frozenset[str]
+    order: str | None
+    #: the queues with a limit of their own (the queue as a whole)
+    limited: frozenset[str] = frozenset()
+
 
 #: most entries one script of `truncate` or `drop` takes
 EMPTY_CHUNK = 1000
@@ -140,6 +152,9 @@ class Queue(BluequeModel):
         * `identifier`: if a waiting task of this queue has it, that task is returned
           instead (its priority raised to this one if higher);
         * `prepend`: at the front of its priority, not the back;
+        * `group`: the task's group (1 to 200 letters, digits, `.`, `_`, `-`, `:`): the
+          groups of a queue take turns, and follow their limits (see `set_limit` and
+          docs/limits.rst); workers of blueque 1.0.1 never take such a task;
         * `model`: the `Job` subclass (or its name) that runs it;
         * any other keyword: a field of the job model (`ttr`, `max_attempts`,
           `max_run_time`, `cancel_on_error`, or a subclass's own).
@@ -209,6 +224,7 @@ class Queue(BluequeModel):
                      job_model: type[Job] | None = None,
                      report: Callable[[PassedOver], None] | None = None,
                      tally: statistics.Tally | None = None,
+                     unlimited: Collection[str] = (),
                      ) -> tuple[Job | None, Reservation | None]:
         """Blueque "Node Task Pop", atomic, the one way to reserve: the next task of the
         highest priority among `queues` (see `scripts.Scripts.reserve`), reserved by
@@ -217,12 +233,14 @@ class Queue(BluequeModel):
         (`scripts.NEVER_EXPIRES` as `ttr`: never expires). Returns `(job, reservation)`,
         the job of `job_model` (default: this model's), or `(None, None)`; what the step
         passed over (`scripts.PassedOver`) goes to `report`, when there is any. A worker
-        counts the take in its `tally` (see `write_tally`), else the step counts it."""
+        counts the take in its `tally` (see `write_tally`), else the step counts it.
+        `unlimited`: the queues the caller knows have no limit of their own (their limit is
+        then not read; see `worker_controls`)."""
         names = [check_queue_name(queue) for queue in queues]
         reservation, passed = cls.scripts().reserve(
             names, check_listener_id(listener_id), time.time(), pid=pid, pstart=pstart,
             ttrs=[ttr] * len(names), max_run_time=max_run_time, max_attempts=max_attempts,
-            tally=tally)
+            tally=tally, unlimited=unlimited)
         if report is not None and passed:
             report(passed)
         if reservation is None:
@@ -288,7 +306,7 @@ class Queue(BluequeModel):
     @classmethod
     def paused_among(cls, names: Sequence[str]) -> frozenset[str]:
         """The queues of `names` that are paused, in one round trip."""
-        return cls.worker_controls(None, names)[0]
+        return cls.worker_controls(None, names, limits=False).paused
 
     @classmethod
     def tell_worker(cls, worker_id: str, order: str | None) -> bool:
@@ -325,22 +343,55 @@ class Queue(BluequeModel):
                 if order in WORKER_ORDERS}
 
     @classmethod
-    def worker_controls(cls, worker_id: str | None, names: Sequence[str],
-                        ) -> tuple[frozenset[str], str | None]:
+    def worker_controls(cls, worker_id: str | None, names: Sequence[str], *,
+                        limits: bool = True) -> WorkerControls:
         """What operators asked of a worker on `names`, in one round trip: the paused
-        queues among them, and the worker's order (None: none; see `tell_worker`). A key
-        of another type reads as no pause and no order."""
+        queues among them, the worker's order (None: none; see `tell_worker`), and the
+        queues among them that have a limit of their own (see `set_limit`; not read
+        without `limits`: none then). A key of another type reads as no pause, no order
+        and a limit (the reserve step then reads it, and reports it)."""
         client, keys = cls.client(), cls.keys()
         with client.pipeline(transaction=False) as pipe:
             for name in names:
                 pipe.exists(keys.paused(name))
+            if limits:
+                for name in names:
+                    pipe.hexists(keys.limits(name), "")
             if worker_id is not None:
                 pipe.hget(keys.worker_orders, worker_id)
             with reaching(client):
                 replies = pipe.execute(raise_on_error=False)
-        paused = frozenset(name for name, reply in zip(names, replies) if reply == 1)
-        order = replies[len(names)] if worker_id is not None else None
-        return paused, order if order in WORKER_ORDERS else None
+        count = len(names)
+        paused = frozenset(name for name, reply in zip(names, replies[:count]) if reply == 1)
+        limited = frozenset(name for name, reply in zip(names, replies[count:2 * count])
+                            if limits and reply is not False)
+        order = replies[(2 if limits else 1) * count] if worker_id is not None else None
+        return WorkerControls(paused, order if order in WORKER_ORDERS else None, limited)
+
+    # -- limits across all workers (docs/limits.rst) ---------------------------------------
+    def set_limit(self, group: str | None, *, max_running: int | None = None,
+                  max_starts: int | None = None, per: float | None = None,
+                  weight: float | None = None) -> bool:
+        """Limit `group` of this queue (`"*"`: every group without a limit of its own; None:
+        the queue as a whole) across all workers: at most `max_running` of its tasks
+        running at once, at most `max_starts` starts in any window of `per` seconds, and
+        its share of the starts when groups compete, `weight` (default 1). Replaces the
+        group's limit; applies to the next reservation. Every value is checked before
+        anything is written (`ConfigurationError`). True when the limit changed."""
+        stored = stored_limit(group, max_running, max_starts, per, weight)
+        with reaching(self.client()):
+            return self.scripts().limit(self._queue_name(), limit_field(group), stored)
+
+    def remove_limit(self, group: str | None) -> bool:
+        """Remove the limit of `group` (see `set_limit`); True when there was one."""
+        field = limit_field(group)
+        with reaching(self.client()):
+            return self.scripts().limit(self._queue_name(), field, None)
+
+    def limits(self) -> dict[str | None, Limit]:
+        """`{group: Limit}` of every limit of this queue, with the live `running` and
+        `waiting` counts (see `models.limits.read_limits`)."""
+        return read_limits(self.client(), self.keys(), self._queue_name())
 
     # -- Tarantool's queue operations -----------------------------------------------------
     def kick(self, count: int = 1) -> int:

@@ -146,6 +146,7 @@ class Task(BluequeModel):
     # these two file a waiting task too: only the steps write them
     identifier = ProtocolField()  # at most one waiting task per identifier
     priority = ProtocolField()  # a whole number, higher runs sooner (unset: 0)
+    group = ProtocolField()  # the group whose line it waits in, and whose limit it follows
     cancel_on_error = fields.InstanceHashField()  # any non-empty value: never requeue
     max_attempts = fields.InstanceHashField()  # overrides the queue's and the worker's
     max_run_time = fields.InstanceHashField()  # seconds; overrides the queue's
@@ -171,7 +172,7 @@ class Task(BluequeModel):
     #: the Blueque fields (every Blueque client writes them)
     BLUEQUE_FIELDS = (*TaskData.BLUEQUE_FIELDS, "reclaimed_node")
     #: the fields this library adds to a task hash (other Blueque clients ignore them)
-    OWN_FIELDS = ("attempt", "ttr", "identifier", "priority", "cancel_on_error",
+    OWN_FIELDS = ("attempt", "ttr", "identifier", "priority", "group", "cancel_on_error",
                   "max_attempts", "max_run_time", "pstart", "alive_until", "model",
                   "uncounted", "started_at", "periodic", "periodic_tick",
                   "expires_at", "progress", "checkpoint", "cancel_requested", "stalled_at",

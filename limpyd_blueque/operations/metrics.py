@@ -16,6 +16,7 @@ from typing import Any
 
 from ..exceptions import REDIS_AWAY
 from ..models import Job, Queue
+from ..models.limits import held_back
 from ..protocol import statistics
 from ..protocol.liveness import server_time, worker_records
 from ..protocol.statuses import Status
@@ -79,11 +80,12 @@ class BluequeCollector(Collector):
             oldest = oldest_waiting(client, keys, names, now, list[Skipped]())
             live = sum(1 for until in worker_records(client, keys).values() if until >= now)
             paused = Queue.paused_among(names)
+            held = held_back(client, keys, names)
         except REDIS_AWAY:  # the scrape says so, rather than failing
             yield GaugeMetricFamily(*REDIS_UP, value=0)
             return
         yield GaugeMetricFamily(*REDIS_UP, value=1)
-        yield from self.gauges(counters, oldest, live, paused)
+        yield from self.gauges(counters, oldest, live, paused, held)
         outcomes = CounterMetricFamily(
             "blueque_tasks_finished", "Tasks finished, per queue and outcome (complete, "
             "failed for good, canceled, expired).", labels=["queue", "outcome"])
@@ -113,7 +115,8 @@ class BluequeCollector(Collector):
     @staticmethod
     def gauges(counters: dict[str, statistics.Counters],
                oldest: dict[str, dict[str, Any] | None], live: int,
-               paused: frozenset[str] = frozenset()) -> Iterator[Any]:
+               paused: frozenset[str] = frozenset(),
+               held: dict[str, int] | None = None) -> Iterator[Any]:
         tasks = GaugeMetricFamily("blueque_tasks", "Tasks per queue and status.",
                                   labels=["queue", "status"])
         running = GaugeMetricFamily("blueque_running_tasks", "Tasks held by a worker "
@@ -127,6 +130,9 @@ class BluequeCollector(Collector):
         pauses = GaugeMetricFamily("blueque_queue_paused", "1 while the queue is paused "
                                    "(workers take none of its tasks), else 0.",
                                    labels=["queue"])
+        limited = GaugeMetricFamily("blueque_tasks_held_back", "Tasks waiting in groups held "
+                                    "back by their limit (max_running or max_starts), per "
+                                    "queue.", labels=["queue"])
         for queue, figures in counters.items():
             for status in Status:
                 tasks.add_metric([queue, status.value], figures.tasks[status.value])
@@ -136,7 +142,8 @@ class BluequeCollector(Collector):
             if age is not None:
                 waiting.add_metric([queue], float(age))
             pauses.add_metric([queue], 1 if queue in paused else 0)
-        yield from (tasks, running, stalled, waiting, pauses)
+            limited.add_metric([queue], (held or {}).get(queue, 0))
+        yield from (tasks, running, stalled, waiting, pauses, limited)
         yield GaugeMetricFamily("blueque_live_workers", "Workers whose heartbeat says "
                                 "they are alive.", value=live)
 

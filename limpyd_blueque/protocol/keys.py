@@ -41,7 +41,8 @@ HELD_STRUCTURE: tuple[str, str] = ("leases", "zset")
 #: structure with every status its entries may have).
 STATUS_STRUCTURES: dict[Status, tuple[tuple[str, str], ...]] = {
     Status.SCHEDULED: (("scheduled", "zset"),),
-    Status.PENDING: (("pending", "list"), ("prioritized", "zset"), ("utube_waiting", "zset")),
+    Status.PENDING: (("pending", "list"), ("prioritized", "zset"), ("utube_waiting", "zset"),
+                     ("grouped", "zset")),
     Status.RESERVED: (HELD_STRUCTURE,),
     Status.STARTED: (("started", "started"),),
     Status.COMPLETE: (("complete", "list"),),
@@ -291,6 +292,71 @@ class KeySpace:
         """List of the pending tasks waiting behind the task of utube `key`, in order
         (pushed left, taken right)."""
         return self.utube_lists(queue) + key
+
+    # -- groups and limits (see lua/_groups.lua) ---------------------------------------
+    def grouped(self, queue: str) -> str:
+        """Sorted set of every pending task of a queue that has a group, scored as in its
+        group's line: where pending tasks of groups are counted and listed."""
+        return self._own("grouped", self.tag(queue))
+
+    def group_lines(self, queue: str) -> str:
+        """What precedes a group's name in the name of its line (scripts add the name)."""
+        return self._own("group", self.tag(queue), "")
+
+    def group_line(self, queue: str, group: str) -> str:
+        """Sorted set of the pending tasks of one group of a queue, scored as the
+        prioritized set is (`prioritized`): its line."""
+        return self.group_lines(queue) + group
+
+    def groups(self, queue: str) -> str:
+        """Sorted set of the groups of a queue whose tasks wait and may start, scored by
+        their turn (the fair share's virtual time of their next start)."""
+        return self._own("groups", self.tag(queue))
+
+    def groups_held(self, queue: str) -> str:
+        """Sorted set of the groups of a queue whose tasks wait but whose limit is reached,
+        scored by when to look again (`+inf`: when one of its slots frees, or a limit
+        changes)."""
+        return self._own("held", self.tag(queue))
+
+    def fair_clock(self, queue: str) -> str:
+        """String holding the virtual time of a queue's fair share: the turn of the last
+        task of a group started."""
+        return self._own("fair", self.tag(queue))
+
+    def limits(self, queue: str) -> str:
+        """Hash of a queue's limits: group (`*` the default of its groups, '' the queue as a
+        whole) -> `max_running max_starts per weight`, `-` for each unset."""
+        return self._own("limits", self.tag(queue))
+
+    def group_slots_prefix(self, queue: str) -> str:
+        """What precedes a group's name in the name of its slots set."""
+        return self._own("slots", self.tag(queue), "")
+
+    def group_slots(self, queue: str, group: str) -> str:
+        """Set of the running tasks (reserved or started, holding a lease) of one group."""
+        return self.group_slots_prefix(queue) + group
+
+    def group_starts_prefix(self, queue: str) -> str:
+        """What precedes a group's name in the name of its starts set."""
+        return self._own("starts", self.tag(queue), "")
+
+    def group_starts(self, queue: str, group: str) -> str:
+        """Sorted set of the recent starts of one group (`<id>:<attempt>`), scored by the
+        server's time of each: the window of its `max_starts`."""
+        return self.group_starts_prefix(queue) + group
+
+    def queue_starts(self, queue: str) -> str:
+        """Sorted set of the recent starts of a queue's tasks, for its own `max_starts`."""
+        return self._own("queue_starts", self.tag(queue))
+
+    def group_layout(self, queue: str) -> str:
+        """The keys and key prefixes of a queue's groups, as the scripts read them (one
+        argument, space-separated; see `groups_of` in lua/_groups.lua)."""
+        return " ".join((self.grouped(queue), self.groups(queue), self.groups_held(queue),
+                         self.fair_clock(queue), self.limits(queue), self.queue_starts(queue),
+                         self.group_lines(queue), self.group_slots_prefix(queue),
+                         self.group_starts_prefix(queue)))
 
     def buried(self, queue: str) -> str:
         """List of buried task ids, newest first (`Queue.kick` takes the oldest first)."""

@@ -23,6 +23,8 @@ MAX_PRIORITY = 1_000_000
 IDENTIFIER_MAX = 1000
 #: a micro-queue (utube) key
 UTUBE_RE = re.compile(r"^[A-Za-z0-9._:@/-]{1,200}$")
+#: a group's name (part of key names; `*` names the default limit of a queue's groups)
+GROUP_RE = re.compile(r"^[A-Za-z0-9._:-]{1,200}$")
 #: a job model's name: a dotted Python name (a class made in a function has '<locals>')
 MODEL_NAME_RE = re.compile(r"^[A-Za-z_<][A-Za-z0-9_<>]*(\.[A-Za-z_<][A-Za-z0-9_<>]*)*$")
 
@@ -87,7 +89,7 @@ STEP_FIELDS = frozenset({
     "status", "queue", "parameters", "result", "error", "node", "pid", "created", "updated",
     "eta", "reclaimed_node", "attempt", "priority", "identifier", "model", "pstart",
     "alive_until", "uncounted", "started_at", "periodic", "periodic_tick", "expires_at", "utube",
-    "progress", "checkpoint", "cancel_requested", "stalled_at",
+    "progress", "checkpoint", "cancel_requested", "stalled_at", "group",
 })
 
 
@@ -112,6 +114,7 @@ class TaskOptions:
     fields: Mapping[str, str] = field(default_factory=dict)
     ttl: float | None = None
     utube: str | None = None
+    group: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fields", MappingProxyType(dict(self.fields)))
@@ -128,7 +131,8 @@ class TaskOptions:
         eta = None if self.eta is None else (repr(self.eta) if isinstance(self.eta, float)
                                              else str(self.eta))
         for name, value in (("p", self.priority), ("e", eta), ("f", int(self.prepend)),
-                            ("i", self.identifier), ("t", self.ttl), ("u", self.utube)):
+                            ("i", self.identifier), ("t", self.ttl), ("u", self.utube),
+                            ("g", self.group)):
             if value:
                 given[name] = value
         if self.fields:
@@ -198,6 +202,17 @@ def check_utube(value: object) -> str | None:
     return value
 
 
+def check_group(value: object) -> str | None:
+    """A group's name: None (no group), or 1 to 200 characters among letters, digits and
+    `. _ - :` (it is part of key names)."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not GROUP_RE.match(value):
+        raise ConfigurationError(f"group must be 1 to 200 characters among letters, digits "
+                                 f"and . _ - :, not {shown(value)}")
+    return value
+
+
 def model_name(model: object) -> str:
     """The name a task records for its job model: a `Job` subclass's `get_model_repr()`,
     or a name given as text (a dotted Python name; nothing is ever imported from it)."""
@@ -234,7 +249,7 @@ def field_values(job_model: JobModelLike, fields: Mapping[str, Any]) -> dict[str
 def task_options(job_model: JobModelLike, now: float, *, priority: object = 0,
                  delay: object = None, eta: object = None, identifier: object = None,
                  prepend: object = False, model: object = None, ttl: object = None,
-                 utube: object = None, **fields: Any) -> TaskOptions:
+                 utube: object = None, group: object = None, **fields: Any) -> TaskOptions:
     """Check the options of one task (see `Queue.enqueue`); `ConfigurationError` names the
     first bad one, before anything is written."""
     if not isinstance(prepend, bool):
@@ -249,4 +264,4 @@ def task_options(job_model: JobModelLike, now: float, *, priority: object = 0,
     if ttl is not None:
         lifetime = check_number("ttl", seconds("ttl", ttl), minimum=0, above=True)
     return TaskOptions(check_priority(priority), moment, check_identifier(identifier),
-                       prepend, values, lifetime, check_utube(utube))
+                       prepend, values, lifetime, check_utube(utube), check_group(group))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import re
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from types import MappingProxyType
@@ -31,7 +31,7 @@ SCRIPT_NAMES = (
     "enqueue", "enqueue_options", "enqueue_due", "reserve", "start", "finish", "delete",
     "add_listener", "remove_listener", "materialize", "requeue", "renew", "recover",
     "tidy", "terms", "cancel", "retry", "tick", "bury", "touch", "kick", "expire_due", "empty",
-    "report", "stall", "set_aside",
+    "report", "stall", "set_aside", "limit",
 )
 
 #: shared Lua functions, prepended to the scripts that use them
@@ -39,13 +39,17 @@ SHARED = {
     "_types": ("enqueue", "enqueue_options", "enqueue_due", "reserve", "start", "finish", "delete",
                "add_listener", "remove_listener", "requeue", "renew", "recover", "tidy",
                "terms", "materialize", "cancel", "retry", "tick", "bury", "touch", "kick",
-               "expire_due", "empty", "report", "stall"),  # the type checks before a write
+               "expire_due", "empty", "report", "stall", "limit"),  # the type checks before a write
     # the holder check, letting a task go
     "_holder": ("start", "finish", "requeue", "bury", "touch", "report", "stall"),
     "_terms": ("reserve", "recover", "terms", "enqueue_options"),  # lease terms, numbers
     # where a pending task waits, by its priority; the identifiers of waiting tasks
     "_line": ("enqueue_options", "enqueue_due", "reserve", "requeue", "recover", "cancel", "retry",
               "tidy", "kick", "expire_due", "delete", "empty", "finish", "bury"),
+    # the groups of a queue: their lines, fair turns, limits and slots
+    "_groups": ("enqueue_options", "enqueue_due", "reserve", "requeue", "recover", "cancel",
+                "retry", "tidy", "kick", "expire_due", "delete", "empty", "finish", "bury",
+                "limit"),
     # retention and throughput of finished tasks, cancel requests, filing a canceled task;
     # as _holder and _line call it
     "_finished": ("finish", "requeue", "bury", "recover", "cancel", "reserve", "expire_due"),
@@ -448,7 +452,7 @@ class Planner:
         args: list[object] = [queue, now, channel]
         keys += [k.prioritized(queue), k.scheduled(queue), k.identifiers(queue),
                  k.utubes(queue), k.utube_waiting(queue)]
-        args += ["1", k.task_prefix, k.utube_lists(queue)]
+        args += ["1", k.task_prefix, k.utube_lists(queue), k.group_layout(queue)]
         keys += [k.task(task_id) for task_id, _, _ in tasks]
         for (task_id, parameters, _), options in zip(tasks, packed):
             args += [task_id, parameters, options]
@@ -466,7 +470,8 @@ class Planner:
                 k.retention(queue), k.throughput(queue, int(now // 60)), k.canceling(queue)]
         return Plan("cancel", keys, [task_id, queue, now, k.utube_lists(queue), k.task_prefix,
                                      k.wake_channel(queue), retention.result_ttl,
-                                     retention.failure_ttl], _cancel_result)
+                                     retention.failure_ttl, k.group_layout(queue)],
+                    _cancel_result)
 
 
 def _cancel_result(reply: list[Any]) -> StepResult:
@@ -620,7 +625,7 @@ class Upkeep:
                      k.canceled(queue), k.retention(queue), k.stalled(queue),
                      k.throughput(queue, minute), k.statistics(queue)]
             args += [task_id, k.reserved(queue, ""), k.wake_channel(queue), attempt, holder,
-                     queue, k.utube_lists(queue)]
+                     queue, k.utube_lists(queue), k.group_layout(queue)]
         flat = self._run("recover", keys, args)
         return dict(zip(flat[::2], flat[1::2]))
 
@@ -668,7 +673,8 @@ class Upkeep:
         k = self.keys
         return bool(self._run("tidy", [k.task(task_id), k.pending(queue), k.prioritized(queue),
                                        k.utube_waiting(queue)],
-                              ["reline", "list", task_id, "", "pending"]))
+                              ["reline", "list", task_id, "", "pending",
+                               k.group_layout(queue)]))
 
     def materialize(self, destination: str, sources: Sequence[tuple[str, str, str]],
                     expire: int = 60) -> int:
@@ -745,7 +751,7 @@ class Scripts(ScriptRunner):
                              [k.scheduled(queue), k.pending(queue), k.prioritized(queue),
                               k.utubes(queue), k.utube_waiting(queue)],
                              [now, k.task_prefix, k.wake_channel(queue), limit,
-                              k.utube_lists(queue), queue])
+                              k.utube_lists(queue), queue, k.group_layout(queue)])
         return list(moved)
 
     def reserve(self, queues: Sequence[str], listener_id: str, now: float, *,
@@ -753,21 +759,25 @@ class Scripts(ScriptRunner):
                 ttrs: Sequence[float | str | None] | None = None,
                 max_run_time: float | None = None, max_attempts: int | None = None,
                 retention: Retention = DEFAULT_RETENTION, tally: Tally | None = None,
+                unlimited: Collection[str] = (),
                 ) -> tuple[Reservation | None, PassedOver]:
         """Take the next pending task: the first in line of the highest priority found in
-        the queues, from the first queue that has it.
+        the queues, from the first queue that has it; when none has one without a group,
+        the next task of their groups in their fair turns (see lua/_groups.lua).
 
         With `pid`, the task is started by that pid (whose start mark is `pstart`) in
         the same step. `ttrs` (one per queue), `max_run_time` and `max_attempts` are the
         defaults of the lease terms (see `Reservation`). The take is counted in `tally`
-        when given, else by the step in its queue's counters. Returns the reservation (or
-        None) and what was passed over on the way (see `PassedOver`).
+        when given, else by the step in its queue's counters. `unlimited` names the
+        queues the caller knows have no limit (a worker reads them twice a second): their
+        limits are not read. Returns the reservation (or None) and what was passed over
+        on the way (see `PassedOver`).
         """
         k, ttrs = self.keys, list(ttrs) if ttrs is not None else [None] * len(queues)
         if k.cluster and len(queues) > 1:  # one slot per queue: one step per queue
             return self._reserve_each(queues, listener_id, now, ttrs, pid=pid, pstart=pstart,
                 max_run_time=max_run_time, max_attempts=max_attempts, retention=retention,
-                tally=tally)
+                tally=tally, unlimited=unlimited)
         keys: list[str] = []
         args: list[object] = [k.task_prefix, listener_id, now, pid, pstart, max_run_time,
                               max_attempts, PASS_OVER_BOUND, retention.failure_ttl,
@@ -778,7 +788,8 @@ class Scripts(ScriptRunner):
                      k.prioritized(queue), k.identifiers(queue), k.expiry(queue),
                      k.expired(queue), k.statistics(queue), k.utubes(queue),
                      k.utube_waiting(queue), k.retention(queue)]
-            args += [ttr, queue, k.utube_lists(queue)]
+            args += [ttr, queue, k.utube_lists(queue), k.group_layout(queue),
+                     0 if queue in unlimited else None]
         reply = self._run("reserve", keys, args)
         index, task_id, flat = reply[:3]
         passed = PassedOver.from_reply(queues, *reply[6:11])
@@ -848,7 +859,7 @@ class Scripts(ScriptRunner):
                           [task_id, listener_id, pid, status, value, now, attempt,
                            *self._utube_args(queue), retention.result_ttl,
                            retention.failure_ttl, 1 if tally is not None else None,
-                           queue_ttl])
+                           queue_ttl, k.group_layout(queue)])
         result = StepResult.from_reply(reply)
         if tally is not None and result.done:
             tally.finished(queue, "canceled" if result.canceled else status, reply[2] or None,
@@ -865,7 +876,8 @@ class Scripts(ScriptRunner):
                 k.utubes(queue), k.utube_waiting(queue), k.retention(queue)]
         reply = self._run("delete", keys,
                           [task_id, queue, "finished" if finished_only else "any",
-                           k.utube_lists(queue), k.task_prefix, k.wake_channel(queue)])
+                           k.utube_lists(queue), k.task_prefix, k.wake_channel(queue),
+                           k.group_layout(queue)])
         if int(reply[0]) == 0:
             return StepResult(False, status=reply[1], node=None, attempt=None)
         return StepResult.from_reply(reply)
@@ -889,7 +901,7 @@ class Scripts(ScriptRunner):
             task_id, listener_id, attempt, now, eta, error, k.wake_channel(queue),
             "front" if front else "back", priority_delta, "1" if uncounted else "",
             k.task_prefix, queue, retention.result_ttl, retention.failure_ttl,
-            k.utube_lists(queue)])
+            k.utube_lists(queue), k.group_layout(queue)])
         return StepResult.from_reply(reply)
 
     def bury(self, queue: str, task_id: str, listener_id: str, now: float, *,
@@ -903,7 +915,7 @@ class Scripts(ScriptRunner):
                 k.stalled(queue), *self._finishing_keys(queue, now)]
         return StepResult.from_reply(self._run("bury", keys, [
             task_id, listener_id, attempt, now, why, *self._utube_args(queue),
-            retention.result_ttl, retention.failure_ttl]))
+            retention.result_ttl, retention.failure_ttl, k.group_layout(queue)]))
 
     def touch(self, queue: str, task_id: str, listener_id: str, seconds: float, *,
               attempt: int | str | None = None) -> tuple[StepResult, float | None]:
@@ -922,7 +934,8 @@ class Scripts(ScriptRunner):
         keys = [k.buried(queue), k.pending(queue), k.prioritized(queue), k.identifiers(queue),
                 k.statistics(queue), k.utubes(queue), k.utube_waiting(queue)]
         return list(self._run("kick", keys, [count, now, k.wake_channel(queue), k.task_prefix,
-                                             queue, k.utube_lists(queue)]))
+                                             queue, k.utube_lists(queue),
+                                             k.group_layout(queue)]))
 
     def expire_due(self, queue: str, now: float, limit: int,
                    retention: Retention = DEFAULT_RETENTION) -> list[str]:
@@ -934,7 +947,8 @@ class Scripts(ScriptRunner):
         return list(self._run("expire_due", keys, [now, k.task_prefix, limit,
                                                    k.utube_lists(queue), queue,
                                                    k.wake_channel(queue),
-                                                   retention.failure_ttl]))
+                                                   retention.failure_ttl,
+                                                   k.group_layout(queue)]))
 
     def empty(self, queue: str, mode: str, limit: int) -> tuple[int, bool]:
         """One chunk of a 'truncate' (delete the waiting tasks) or a 'drop' (every task,
@@ -950,7 +964,8 @@ class Scripts(ScriptRunner):
                 k.canceling(queue), k.paused(queue)]
         try:
             deleted, done = self._run("empty", keys, [mode, k.task_prefix, queue, limit,
-                                                      k.utube_lists(queue)])
+                                                      k.utube_lists(queue),
+                                                      k.group_layout(queue)])
         except ResponseError as error:
             if "QUEUEBUSY" not in str(error):
                 raise
@@ -979,10 +994,19 @@ class Scripts(ScriptRunner):
                 k.utube_waiting(queue), k.retention(queue)]
         reply = self._run("retry", keys, [task_id, queue, status, now, eta, "1" if front else "",
                                           priority, k.wake_channel(queue), k.task_prefix,
-                                          k.utube_lists(queue)])
+                                          k.utube_lists(queue), k.group_layout(queue)])
         if int(reply[0]) == 0:
             return StepResult(False, status=reply[1])
         return StepResult.from_reply(reply)
+
+    def limit(self, queue: str, field: str, stored: str | None) -> bool:
+        """Set the limit of `field` (see `limits.limit_field`) to its `stored` text, or
+        remove it (None); the groups held back by a limit look again at their next turn.
+        True when something changed."""
+        k = self.keys
+        keys = [k.limits(queue), k.groups_held(queue), k.groups(queue), k.fair_clock(queue)]
+        return bool(self._run("limit", keys, ["remove" if stored is None else "set", field,
+                                              stored, k.group_layout(queue)]))
 
     def add_listener(self, queue: str, listener_id: str) -> bool:
         """Blueque listener registration. In the cluster key mode, the listener is counted

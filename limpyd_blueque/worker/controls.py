@@ -1,6 +1,7 @@
 """What operators ask of a running worker, read twice a second in one round trip:
-which of its queues are paused (`Queue.pause`), and its own order (`Queue.tell_worker`:
-`quiet`, take no new task; `stop`, stop as on SIGTERM). The worker's loop asks
+which of its queues are paused (`Queue.pause`), its own order (`Queue.tell_worker`:
+`quiet`, take no new task; `stop`, stop as on SIGTERM), and which of its queues have a
+limit of their own (`Queue.set_limit`: the reserve step reads only theirs). The worker's loop asks
 `open_queues` before each reserve, so a paused queue gets no new task from it half a
 second after the pause at most (a second with a slow Redis), whatever its wait timeout."""
 
@@ -29,6 +30,8 @@ class Controls:
         self.interval = interval
         self.paused: frozenset[str] = frozenset()
         self.order: str | None = None
+        #: until the first read, every queue may have a limit: the reserve step reads it
+        self.limited: frozenset[str] = frozenset(self.queues)
         self._next = 0.0
 
     def refresh(self) -> bool:
@@ -37,10 +40,14 @@ class Controls:
         if time.monotonic() < self._next:
             return False
         self._next = time.monotonic() + self.interval
-        paused, order = self.queue_model.worker_controls(self.worker_id, self.queues)
-        changed = (paused, order) != (self.paused, self.order)
-        self.paused, self.order = paused, order
+        controls = self.queue_model.worker_controls(self.worker_id, self.queues)
+        changed = (controls.paused, controls.order) != (self.paused, self.order)
+        self.paused, self.order, self.limited = controls.paused, controls.order, controls.limited
         return changed
+
+    def unlimited(self) -> frozenset[str]:
+        """The worker's queues known to have no limit of their own, at the last read."""
+        return frozenset(self.queues) - self.limited
 
     def open_queues(self) -> list[str]:
         """The queues the worker may take a task from now, in its order of preference

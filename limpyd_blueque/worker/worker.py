@@ -384,7 +384,8 @@ class Worker(WorkerSettings):
         job, reservation = self.queue_model.reserve_from(
             self.controls.open_queues(), self.id, pid=pid, pstart=pstart, ttr=self.ttr,
             max_run_time=self.max_run_time, max_attempts=self.max_attempts,
-            job_model=self.job_model, report=passed.append, tally=self.tally)
+            job_model=self.job_model, report=passed.append, tally=self.tally,
+            unlimited=self.controls.unlimited())
         for report in passed:
             self.passed_over(report)
         if job is not None and reservation is not None:

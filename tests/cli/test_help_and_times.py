@@ -53,7 +53,8 @@ def test_help_lists_subcommands_by_everyday_use(redis_url):
     assert sorted(listed) == sorted(["stats", "tasks", "inspect", "errors", "workers", "watch",
                                      "statistics", "peek", "periodic", "cancel", "requeue",
                                      "delete", "kick", "pause", "resume", "purge", "truncate",
-                                     "drop", "clean", "reindex", "web", "metrics"])
+                                     "drop", "clean", "reindex", "web", "metrics", "limits",
+                                     "limit"])
     assert listed.index("cancel") > listed.index("periodic")
     assert listed.index("clean") > listed.index("resume") > listed.index("pause")
     assert out.index("seeing") < out.index("positional arguments")  # commands first

@@ -66,7 +66,7 @@ FINISHED = ("complete", "failed")
 #: where a task of each status is filed, as docs/keys.rst says (structures of its queue)
 WHERE = {
     "scheduled": {"scheduled"},
-    "pending": {"pending", "prioritized", "utube_waiting"},
+    "pending": {"pending", "prioritized", "utube_waiting", "grouped"},
     "reserved": {"leases", "reserved"},
     "started": {"leases", "reserved", "started"},
     "complete": {"complete"},

@@ -834,6 +834,19 @@ def test_priority_0_tasks_are_shared_and_other_priorities_run_only_on_limpyd_blu
     assert driver.get_task(background.task_id)["status"] == "reserved"
 
 
+def test_tasks_of_a_group_run_only_on_limpyd_blueque(driver: Reference, database, conn):
+    """A task of a group waits in its group's line, which the reference never reads; the
+    reference's own tasks (no group) are taken by both, and first by limpyd-blueque."""
+    queue = Queue.named(QUEUE)
+    grouped = queue.enqueue(PARAMETERS, group="customer:1")
+    assert driver.listen(QUEUE).task is None
+    theirs = driver.enqueue(QUEUE, PARAMETERS)
+    listener = listener_id_for()
+    assert queue.reserve(listener).task_id == theirs
+    assert queue.reserve(listener).task_id == grouped.task_id
+    assert driver.listen(QUEUE).task is None
+
+
 def test_a_task_scheduled_with_a_priority_joins_its_priority_when_limpyd_blueque_moves_it(
         driver: Reference, database, conn):
     """Due tasks moved by limpyd-blueque's workers join the line of their priority; the

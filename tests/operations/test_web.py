@@ -508,3 +508,20 @@ def test_bad_addresses_of_the_new_pages_get_a_page_naming_the_problem(web, conn,
     body = page(web, path, status=status)
     assert message in html.unescape(body)
     assert "Traceback" not in body
+
+
+def test_a_queue_page_shows_its_limits_the_busiest_groups_first(web):
+    queue = Queue.named("lim")
+    queue.set_limit(None, max_running=9)
+    queue.set_limit("*", max_running=2)
+    queue.set_limit("quiet", max_starts=5, per=60)
+    queue.enqueue_many(list(range(3)), group="busy")
+    queue.enqueue("q", group="quiet")
+    Queue.reserve_from(["lim"], "host_1")
+    body = page(web, "/queues/lim")
+    table = body[body.index('<table id="limits">'):]
+    table = table[:table.index("</table>")]
+    rows = re.findall(r"<tr><td>(.*?)</td>", table)
+    assert rows == ["the queue as a whole", "every other group", "quiet"]  # busy runs
+    assert re.search(r"every other group</td>\s*<td class=\"n\">2</td>", table)
+    assert "limits" not in page(web, "/queues/other")  # no limit: no table

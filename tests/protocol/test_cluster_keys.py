@@ -24,9 +24,13 @@ def queue_keys(keys, queue):
         method = getattr(keys, name)
         extra = {"reserved": ("host_1",), "utube": ("customer-7",), "throughput": (29_000_000,),
                  "finished": ("complete",), "status_structure": ("failed",),
-                 "structures_of": ("pending",), "queue_structures": ("host_1",)}.get(name, ())
+                 "structures_of": ("pending",), "queue_structures": ("host_1",),
+                 "group_line": ("customer:7",), "group_slots": ("customer:7",),
+                 "group_starts": ("customer:7",)}.get(name, ())
         result = method(queue, *extra)
-        if isinstance(result, str):
+        if name == "group_layout":  # the keys of its groups, as the scripts read them
+            found += result.split()
+        elif isinstance(result, str):
             found.append(result)
         elif isinstance(result, tuple):
             found.append(result[0])

@@ -89,10 +89,12 @@ def test_every_status_is_filed_in_the_structures_of_the_table():
     assert k.status_structure("q", "complete") == ("blueque_complete_tasks_q", "list")
     assert k.status_structure("q", "failed") == ("blueque_failed_tasks_q", "list")
     assert k.status_structure("q", "canceled") == ("blueque:canceled:q", "list")
-    # pending tasks: priority 0 in the Blueque list, the others in the prioritized set
+    # pending tasks: priority 0 in the Blueque list, the others in the prioritized set,
+    # those behind their utube key's task, those of a group (all of them, in one set)
     assert k.structures_of("q", "pending") == [("blueque_pending_tasks_q", "list"),
                                                ("blueque:prioritized:q", "zset"),
-                                               ("blueque:utube_waiting:q", "zset")]
+                                               ("blueque:utube_waiting:q", "zset"),
+                                               ("blueque:grouped:q", "zset")]
     assert k.status_structure("q", "buried") == ("blueque:buried:q", "list")
     assert k.status_structure("q", "expired") == ("blueque:expired:q", "list")
     assert k.held_structure("q") == k.status_structure("q", "reserved")

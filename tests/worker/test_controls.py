@@ -87,7 +87,8 @@ def test_a_pause_read_of_another_type_is_no_pause_and_no_order(conn):
     conn.hset("blueque:paused:odd", "x", "1")
     conn.set("blueque:workers:orders", "not a hash")
     # a key there of another type still exists: the queue counts as paused, never an error
-    assert Queue.worker_controls("w_1", ["odd", "fine"]) == (frozenset({"odd"}), None)
+    controls = Queue.worker_controls("w_1", ["odd", "fine"])
+    assert (controls.paused, controls.order) == (frozenset({"odd"}), None)
     assert Queue.worker_orders() == {}
 
 

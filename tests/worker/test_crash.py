@@ -110,11 +110,13 @@ def test_every_task_completes_through_killed_workers_and_a_redis_restart(tmp_pat
     started = time.monotonic()
     try:
         queue = Client(server.url).get_queue("crash")
-        # some tasks in micro-queues, some with a ttl (long enough never to expire): the
-        # chaos must lose none of them either
+        # some tasks in micro-queues, some with a ttl (long enough never to expire), some
+        # in groups limited across the workers: the chaos must lose none of them either
+        queue.model.set_limit("*", max_running=2)
         task_ids = [queue.model.enqueue(
             str(round(rng.uniform(0.2, 2.5), 2)), utube=f"u{n % 5}" if n % 4 == 0 else None,
-            ttl=3600 if n % 5 == 0 else None).task_id for n in range(TASKS)]
+            ttl=3600 if n % 5 == 0 else None,
+            group=f"g{n % 3}" if n % 3 else None).task_id for n in range(TASKS)]
         for slot in range(len(MODES)):
             fleet.start(slot)
         redis_restarted = False
@@ -160,6 +162,10 @@ def test_every_task_completes_through_killed_workers_and_a_redis_restart(tmp_pat
         assert client.hlen("blueque:utubes:crash") == 0, f"seed {seed}"  # every key free
         assert client.zcard("blueque:utube_waiting:crash") == 0, f"seed {seed}"
         assert client.zcard("blueque:expiry:crash") == 0, f"seed {seed}"
+        # every group's line, turn and slot is gone with its tasks
+        assert not client.exists("blueque:grouped:crash", "blueque:groups:crash",
+                                 "blueque:held:crash", "blueque:slots:crash:g1",
+                                 "blueque:slots:crash:g2"), f"seed {seed}"
 
         runs = read_runs(log_path)
         reruns = {task_id: r for task_id, r in runs.items() if len(r) > 1}

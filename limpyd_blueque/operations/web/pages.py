@@ -13,6 +13,7 @@ from flask import Blueprint, render_template, request
 
 from ...exceptions import ConfigurationError
 from ...models import Queue
+from ...models.limits import busiest_first
 from ...protocol.keys import check_queue_name
 from ...protocol.statuses import RUNNING, Status
 from ...protocol.values import check_task_id
@@ -148,7 +149,8 @@ def queue(queue: str) -> str:
     figures = queue_overviews([name], settings.job_model).queues[0]
     return render_template("queue.html", queue=name, status=status, tabs=TABS, page=tasks,
                            number=number, pages=pages, figures=figures,
-                           paused=Queue.named(name).is_paused())
+                           paused=Queue.named(name).is_paused(),
+                           limits=busiest_first(Queue.named(name).limits()))
 
 
 def page_number(text: str) -> int:

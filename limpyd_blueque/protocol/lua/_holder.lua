@@ -14,14 +14,17 @@ local function refuse_unless_held(key, statuses, listener, attempt)
     return nil
 end
 
--- let_go(task key, reserved list, started set, lease set, id, listener, stalled set): the
--- holder lets the task go: out of its reserved list, the started set, the lease set and
--- the stalled set, its holder fields cleared (the caller then files it where it goes)
-local function let_go(task, reserved, started, leases, id, listener, stalled)
-    local pid = redis.call('HGET', task, 'pid') or ''
+-- let_go(task key, reserved list, started set, lease set, id, listener, stalled set, g):
+-- the holder lets the task go: out of its reserved list, the started set, the lease set,
+-- its group's slots (`g`: the keys of the queue's groups) and the stalled set, its holder
+-- fields cleared (the caller then files it where it goes)
+local function let_go(task, reserved, started, leases, id, listener, stalled, g)
+    local held = redis.call('HMGET', task, 'pid', 'group')
+    local pid = held[1] or ''
     redis.call('LREM', reserved, 1, id)
     redis.call('SREM', started, listener .. ' ' .. pid .. ' ' .. id)
     redis.call('ZREM', leases, id)
+    slot_free(g, held[2], id)
     unflag_stalled(task, stalled, id)
     redis.call('HDEL', task, 'node', 'pid', 'pstart', 'alive_until')
 end

@@ -6,8 +6,8 @@
 --   `-priority * RANK_SPAN + rank`, so that the lowest score is the highest priority and,
 --   within it, the front of its line. A rank joining the back is one above the highest
 --   rank of its priority, one joining the front one below the lowest (0 for the first).
--- Scores are whole numbers below 2^53, written with '%.0f' so Redis gets them exactly.
-local RANK_SPAN = 4294967296  -- 2^32: ranks stay within half of it either way
+-- Scores are whole numbers below 2^53 (see rank_score in _groups.lua).
+-- * A task with a group: its group's line (see _groups.lua).
 local MAX_PRIORITY = 1000000
 
 -- the priority a task hash records (0 when unset, or not a whole number in range)
@@ -31,26 +31,39 @@ local function line_push(pending, prioritized, id, priority, front)
         if front then redis.call('RPUSH', pending, id) else redis.call('LPUSH', pending, id) end
         return
     end
-    local base = -priority * RANK_SPAN
-    local low = string.format('%.0f', base - RANK_SPAN / 2)
-    local high = '(' .. string.format('%.0f', base + RANK_SPAN / 2)
-    local score = base
-    if front then
-        local first = redis.call('ZRANGEBYSCORE', prioritized, low, high, 'WITHSCORES',
-            'LIMIT', 0, 1)
-        if first[2] then score = tonumber(first[2]) - 1 end
-    else
-        local last = redis.call('ZREVRANGEBYSCORE', prioritized, high, low, 'WITHSCORES',
-            'LIMIT', 0, 1)
-        if last[2] then score = tonumber(last[2]) + 1 end
-    end
-    redis.call('ZADD', prioritized, string.format('%.0f', score), id)
+    redis.call('ZADD', prioritized, rank_score(prioritized, priority, front), id)
 end
 
--- take task `id` out of line, wherever it waits; true when it was there
-local function line_remove(pending, prioritized, id)
-    if redis.call('ZREM', prioritized, id) == 1 then return true end
-    return redis.call('LREM', pending, 0, id) > 0
+-- the group a task hash records, when it is a group's name (else nil: a value that is
+-- none quarantines its task when it is taken, see reserve.lua)
+local function group_of(text)
+    if text and #text <= 200 and string.match(text, '^[%w%._:%-]+$') then return text end
+    return nil
+end
+
+-- put the pending task `id` (hash `key`) in line at `priority`, at the back (or the
+-- `front`): in its group's line when it has a group (`u.g`: the keys of the queue's
+-- groups), else in the queue's
+local function line_put(u, id, key, priority, front)
+    local group = group_of(redis.call('HGET', key, 'group'))
+    if not (group and group_push(u.g, id, group, priority, front)) then
+        line_push(u.pending, u.prioritized, id, priority, front)
+    end
+end
+
+-- `line_put` at the priority the task records
+local function place(u, id, key, front)
+    line_put(u, id, key, priority_of(key), front)
+end
+
+-- take task `id` (hash `key`) out of line, wherever it waits; true when it was there
+-- (`u`: see utube_keys)
+local function line_remove(u, id, key)
+    local group = group_of(redis.call('HGET', key, 'group'))
+    if group and group_remove(u.g, id, group) then return true end  -- else maybe in the
+    -- queue's line (it could not join its group's)
+    if redis.call('ZREM', u.prioritized, id) == 1 then return true end
+    return redis.call('LREM', u.pending, 0, id) > 0
 end
 
 -- the priority of the next task of a queue, and where it waits ('list' or 'zset'); nil
@@ -112,12 +125,21 @@ end
 -- key, one at a time is in line or held: the key's holder, in the utubes hash. The others
 -- wait in order in the key's list (pushed left, taken right) and in the utube-waiting set.
 -- u: {utubes = hash, waiting = sorted set, lists = list name prefix, prefix = task key
--- prefix, queue = name, pending = Blueque list, prioritized = sorted set}: see utube_keys
+-- prefix, queue = name, pending = Blueque list, prioritized = sorted set, g = the keys of
+-- its groups}: see utube_keys
 
--- the utube keys of a queue, from the script's KEYS and ARGV
-local function utube_keys(utubes, waiting, lists, prefix, queue, pending, prioritized)
-    return {utubes = utubes, waiting = waiting, lists = lists, prefix = prefix,
+-- the line keys of a queue (its utube keys among them), from the script's KEYS and ARGV
+-- (`layout`: keys.KeySpace.group_layout)
+-- (`u.g` is read from the layout the first time it is used: most steps never need it)
+local function utube_keys(utubes, waiting, lists, prefix, queue, pending, prioritized, layout)
+    local u = {utubes = utubes, waiting = waiting, lists = lists, prefix = prefix,
         queue = queue, pending = pending, prioritized = prioritized}
+    return setmetatable(u, {__index = function(keys, name)
+        if name ~= 'g' then return nil end
+        local g = groups_of(layout)
+        rawset(keys, 'g', g)
+        return g
+    end})
 end
 
 -- true when task `id` may hold utube `name`: it does, nobody does, or its holder no
@@ -147,7 +169,7 @@ local function utube_pass(u, name)
                 and redis.call('HGET', next_key, 'status') == 'pending'
                 and redis.call('HGET', next_key, 'utube') == name then
             redis.call('HSET', u.utubes, name, next_id)
-            line_push(u.pending, u.prioritized, next_id, priority_of(next_key), false)
+            place(u, next_id, next_key, false)
             return true
         end
     end
@@ -166,7 +188,7 @@ local function utube_join(u, id, key, name, now, front)
     end
     if free then
         redis.call('HSET', u.utubes, name, id)
-        line_push(u.pending, u.prioritized, id, priority_of(key), front)
+        place(u, id, key, front)
         return true
     end
     redis.call('LPUSH', u.lists .. name, id)
@@ -193,7 +215,7 @@ end
 local function line_join(u, id, key, now, front)
     local name = redis.call('HGET', key, 'utube')
     if name then return utube_join(u, id, key, name, now, front) end
-    line_push(u.pending, u.prioritized, id, priority_of(key), front)
+    place(u, id, key, front)
     return true
 end
 
@@ -203,7 +225,7 @@ end
 -- of line. True when a task of its utube key joined the line (a wake-up is due).
 local function expire_task(k, key, id, now, in_line)
     if in_line then
-        line_remove(k.pending, k.prioritized, id)
+        line_remove(k.u, id, key)
         redis.call('ZREM', k.scheduled, id)
     end
     local woken = utube_leave(k.u, id, key)

@@ -24,7 +24,8 @@ if refused then return refused end
 refused = refuse_unless_held(KEYS[1], {reserved = true, started = true}, ARGV[2], ARGV[3])
 if refused then return refused end
 local id = ARGV[1]
-let_go(KEYS[1], KEYS[2], KEYS[3], KEYS[4], id, ARGV[2], KEYS[11])
+local u = utube_keys(KEYS[7], KEYS[8], ARGV[6], ARGV[7], ARGV[8], KEYS[9], KEYS[10], ARGV[12])
+let_go(KEYS[1], KEYS[2], KEYS[3], KEYS[4], id, ARGV[2], KEYS[11], u.g)
 if ARGV[5] ~= '' then redis.call('HSET', KEYS[1], 'error', ARGV[5]) end
 local reply = {1}
 if canceling(KEYS[1]) then
@@ -37,6 +38,5 @@ else
     redis.call('LPUSH', KEYS[5], id)
     redis.call('HINCRBY', KEYS[6], 'calls.bury', 1)
 end
-local u = utube_keys(KEYS[7], KEYS[8], ARGV[6], ARGV[7], ARGV[8], KEYS[9], KEYS[10])
 if utube_leave(u, id, KEYS[1]) then redis.call('PUBLISH', ARGV[9], 1) end
 return reply

@@ -12,7 +12,8 @@
 -- KEYS[13] <prefix>:stats:<queue>:m:<minute>, KEYS[14] <prefix>:canceling:<queue>
 -- ARGV[1] task id, ARGV[2] queue the caller believes the task is in, ARGV[3] now,
 -- ARGV[4] name prefix of the utube lists, ARGV[5] key prefix of task hashes, ARGV[6]
--- wake-up channel, ARGV[7] default result ttl, ARGV[8] default failure ttl
+-- wake-up channel, ARGV[7] default result ttl, ARGV[8] default failure ttl, ARGV[9] the
+-- keys of the queue's groups (keys.KeySpace.group_layout)
 -- Returns {1} when canceled, {2, holder} when a running task was asked to stop (or had
 -- been already), {0, status, queue} when refused (finished, or in another queue), {-1}
 -- when there is no such task.
@@ -31,9 +32,9 @@ if status == 'reserved' or status == 'started' then
     redis.pcall('SADD', KEYS[14], id)
     return {2, redis.call('HGET', KEYS[1], 'node') or ''}
 end
-line_remove(KEYS[2], KEYS[3], id)
+local u = utube_keys(KEYS[9], KEYS[10], ARGV[4], ARGV[5], ARGV[2], KEYS[2], KEYS[3], ARGV[9])
+line_remove(u, id, KEYS[1])
 redis.call('ZREM', KEYS[4], id)
-local u = utube_keys(KEYS[9], KEYS[10], ARGV[4], ARGV[5], ARGV[2], KEYS[2], KEYS[3])
 if utube_leave(u, id, KEYS[1]) then redis.call('PUBLISH', ARGV[6], 1) end
 identifier_release(KEYS[5], KEYS[1], id)
 redis.call('HSET', KEYS[1], 'status', 'canceled', 'updated', ARGV[3])

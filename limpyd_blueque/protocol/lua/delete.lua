@@ -31,10 +31,11 @@ if not status then return refusal end
 if lists[status] then
     redis.call('LREM', lists[status], 0, id)
 else  -- waiting
-    line_remove(KEYS[7], KEYS[8], id)
+    local u = utube_keys(KEYS[13], KEYS[14], ARGV[4], ARGV[5], ARGV[2], KEYS[7], KEYS[8],
+        ARGV[7])
+    line_remove(u, id, KEYS[1])
     redis.call('ZREM', KEYS[9], id)
     identifier_release(KEYS[10], KEYS[1], id)
-    local u = utube_keys(KEYS[13], KEYS[14], ARGV[4], ARGV[5], ARGV[2], KEYS[7], KEYS[8])
     if utube_leave(u, id, KEYS[1]) then redis.call('PUBLISH', ARGV[6], 1) end
 end
 redis.call('ZREM', KEYS[11], id)

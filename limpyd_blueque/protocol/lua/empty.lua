@@ -14,7 +14,9 @@
 -- KEYS[21] <prefix>:retention:<queue>, KEYS[22] <prefix>:stalled:<queue>,
 -- KEYS[23] <prefix>:canceling:<queue>, KEYS[24] <prefix>:paused:<queue>
 -- ARGV[1] 'truncate' or 'drop', ARGV[2] key prefix of task hashes, ARGV[3] queue name,
--- ARGV[4] most entries to take in this call, ARGV[5] name prefix of the utube lists
+-- ARGV[4] most entries to take in this call, ARGV[5] name prefix of the utube lists,
+-- ARGV[6] the keys of the queue's groups (keys.KeySpace.group_layout): their waiting tasks
+-- are deleted with the others, then their lines; a drop deletes their limits too
 -- A task hash is deleted only if it still belongs to this queue with a status the mode
 -- deletes; other entries are only removed.
 -- Returns {tasks deleted, 1 when nothing is left to do}.
@@ -23,7 +25,9 @@ local refused = refuse_misfit({{KEYS[1], 'list'}, {KEYS[2], 'zset'}, {KEYS[3], '
     {KEYS[4], 'hash'}, {KEYS[5], 'zset'}, {KEYS[6], 'hash'}, {KEYS[19], 'hash'},
     {KEYS[20], 'zset'}})
 if refused then return refused end
-local sources = {{KEYS[20], 'zset'}, {KEYS[1], 'list'}, {KEYS[2], 'zset'}, {KEYS[3], 'zset'}}
+local g = groups_of(ARGV[6])
+local sources = {{KEYS[20], 'zset'}, {KEYS[1], 'list'}, {KEYS[2], 'zset'}, {KEYS[3], 'zset'},
+    {g.grouped, 'zset'}}
 local deletes = {pending = true, scheduled = true}
 if mode == 'drop' then
     refused = refuse_misfit({{KEYS[7], 'set'}, {KEYS[8], 'zset'}, {KEYS[9], 'set'},
@@ -68,7 +72,15 @@ for _, source in ipairs(sources) do
 end
 if deleted > 0 then redis.call('HINCRBY', KEYS[6], 'calls.delete', deleted) end
 if taken >= limit then return {deleted, 0} end
+-- every waiting task of the groups is gone: their lines and turns go too
+for _, set in ipairs({g.groups, g.held}) do
+    for _, group in ipairs(redis.call('ZRANGE', set, 0, -1)) do
+        redis.call('DEL', g.lines .. group)
+    end
+end
+redis.call('DEL', g.groups, g.held, g.clock)
 if mode == 'drop' then
+    redis.call('DEL', g.limits, g.queue_starts)
     for _, name in ipairs(redis.call('HKEYS', KEYS[19])) do
         redis.call('DEL', ARGV[5] .. name)
     end

@@ -26,7 +26,7 @@ if type(due) == 'table' and not due.err and #due == 0 then return {{}, {}} end
 local refused = refuse_misfit({{KEYS[1], 'zset'}, {KEYS[2], 'list'}, {KEYS[3], 'zset'},
     {KEYS[4], 'hash'}, {KEYS[5], 'zset'}})
 if refused then return refused end
-local u = utube_keys(KEYS[4], KEYS[5], ARGV[5], prefix, ARGV[6], KEYS[2], KEYS[3])
+local u = utube_keys(KEYS[4], KEYS[5], ARGV[5], prefix, ARGV[6], KEYS[2], KEYS[3], ARGV[7])
 local moved, dropped, woken = {}, {}, 0
 for _, id in ipairs(due) do
     redis.call('ZREM', KEYS[1], id)

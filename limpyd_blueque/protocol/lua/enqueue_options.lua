@@ -1,6 +1,6 @@
 -- Blueque "Submission" and "Schedule Task", for one task or many, in one atomic step, with
--- this library's options: priority, eta, front of the line, identifier, ttl, utube, extra
--- fields (tasks without any are made by enqueue.lua, lighter).
+-- this library's options: priority, eta, front of the line, identifier, ttl, utube, group,
+-- extra fields (tasks without any are made by enqueue.lua, lighter).
 -- KEYS[1]  blueque_queues, KEYS[2] blueque_pending_tasks_<queue>,
 -- KEYS[3]  <prefix>:queue:<queue> (its settings: the default ttl),
 -- KEYS[4]  <prefix>:expiry:<queue>, KEYS[5] <prefix>:stats:<queue>
@@ -10,11 +10,13 @@
 -- then blueque_task_<id>, one per task, in the order of the tasks in ARGV
 -- ARGV[1]  queue name, ARGV[2] now (float seconds), ARGV[3] wake-up channel of the queue,
 -- ARGV[4]  '1' when the option keys are given, ARGV[5] key prefix of task hashes (to read
--- the task an identifier maps to), ARGV[6] name prefix of the utube lists of the queue
+-- the task an identifier maps to), ARGV[6] name prefix of the utube lists of the queue,
+-- ARGV[7] the keys of the queue's groups (keys.KeySpace.group_layout)
 -- then per task: id, parameters, options: '' for none, else a JSON object with any of
 --   p (priority, a whole number), e (eta; none: pending now), f (1: at the front of its
 --   priority), i (identifier), t (ttl in seconds; none: the queue's, if any), u (utube
---   key), x (extra fields: a flat list of field, value)
+--   key), g (group: the task waits in its group's line, see _groups.lua), x (extra
+--   fields: a flat list of field, value)
 -- A pending task with a utube key joins the line only when no other task of that key is
 -- in line or held; else it waits behind, in order (see _line.lua).
 -- A task with a ttl (its own, else its queue's) expires when not started within it of
@@ -37,8 +39,9 @@ end
 local setting = redis.pcall('HGET', k.settings, 'ttl')
 local default_ttl = nil
 if type(setting) ~= 'table' then default_ttl = usable(setting) end
-local u = utube_keys(k.utubes, k.waiting, ARGV[6], prefix, queue, k.pending, k.prioritized)
-local first = 6  -- the ARGV before the tasks'
+local u = utube_keys(k.utubes, k.waiting, ARGV[6], prefix, queue, k.pending, k.prioritized,
+    ARGV[7])
+local first = 7  -- the ARGV before the tasks'
 local count = #KEYS - fixed
 -- every check before the first write: no task id exists, the options are read, and the
 -- keys this call writes hold their type (only those: for a task without options the
@@ -54,20 +57,29 @@ for i = 1, count do
         local o = cjson.decode(ARGV[at + 3])
         local task = {priority = tonumber(o.p) or 0, eta = o.e or '', front = o.f == 1,
             identifier = o.i or '', ttl = tonumber(o.t) or default_ttl, utube = o.u or '',
-            extra = o.x or {}}
+            group = o.g or '', extra = o.x or {}}
         options[i] = task
         if task.priority ~= 0 then needed.prioritized = true end
         if task.eta ~= '' then needed.scheduled = true end
         if task.identifier ~= '' then needed.identifiers = true end
         if task.ttl then needed.expiry = true end
         if task.utube ~= '' then needed.utubes, needed.waiting = true, true end
+        if task.group ~= '' then
+            needed.grouped, needed.groups = true, true
+            needed[u.g.lines .. task.group] = 'zset'
+        end
     end
 end
 local kinds = {pending = 'list', prioritized = 'zset', scheduled = 'zset',
     identifiers = 'hash', expiry = 'zset', utubes = 'hash', waiting = 'zset'}
+k.grouped, k.groups = u.g.grouped, u.g.groups
+kinds.grouped, kinds.groups = 'zset', 'zset'
 local writes = {}
 for name, kind in pairs(kinds) do
     if needed[name] then writes[#writes + 1] = {k[name], kind} end
+end
+for name, kind in pairs(needed) do  -- the lines of the groups written
+    if kind == 'zset' then writes[#writes + 1] = {name, kind} end
 end
 local refused = refuse_misfit(writes)
 if refused then return refused end
@@ -83,9 +95,8 @@ local function join(task, existing)
         priority = task.priority
     end
     -- only a task in line moves (one waiting behind its utube key keeps its place there)
-    if status == 'pending' and (moved or task.front)
-            and line_remove(k.pending, k.prioritized, existing) then
-        line_push(k.pending, k.prioritized, existing, priority, task.front)
+    if status == 'pending' and (moved or task.front) and line_remove(u, existing, key) then
+        line_put(u, existing, key, priority, task.front)
         return 1
     end
     return 0
@@ -117,6 +128,7 @@ local function put(key, id, parameters, task)
     end
     if #task.extra > 0 then redis.call('HSET', key, unpack(task.extra)) end
     if task.utube ~= '' then redis.call('HSET', key, 'utube', task.utube) end
+    if task.group ~= '' then redis.call('HSET', key, 'group', task.group) end
     if task.ttl then expires(key, id, task.eta ~= '' and task.eta or now, task.ttl) end
     if task.eta ~= '' then
         redis.call('ZADD', k.scheduled, task.eta, id)
@@ -126,7 +138,9 @@ local function put(key, id, parameters, task)
         if utube_join(u, id, key, task.utube, now, task.front) then return id, 1, 1 end
         return id, 1, 0
     end
-    line_push(k.pending, k.prioritized, id, task.priority, task.front)
+    if task.group == '' or not group_push(u.g, id, task.group, task.priority, task.front) then
+        line_push(k.pending, k.prioritized, id, task.priority, task.front)
+    end
     return id, 1, 1
 end
 

@@ -25,7 +25,7 @@ if refused then return refused end
 local k = {expiry = KEYS[1], pending = KEYS[2], prioritized = KEYS[3], scheduled = KEYS[4],
     identifiers = KEYS[5], expired = KEYS[6], stats = KEYS[7], retention = KEYS[10],
     settings = KEYS[11], failure_ttl = ARGV[7],
-    u = utube_keys(KEYS[8], KEYS[9], ARGV[4], ARGV[2], ARGV[5], KEYS[2], KEYS[3])}
+    u = utube_keys(KEYS[8], KEYS[9], ARGV[4], ARGV[2], ARGV[5], KEYS[2], KEYS[3], ARGV[8])}
 local out, woken = {}, 0
 for _, id in ipairs(due) do
     local key = ARGV[2] .. id

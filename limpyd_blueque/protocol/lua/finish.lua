@@ -20,7 +20,9 @@
 -- ARGV[14] '1' when the caller counts the step itself (statistics.Tally; KEYS[6] and
 -- KEYS[15] are then not written), else counted here, ARGV[15] the queue's ttl of the
 -- status asked (`result_ttl` or `failure_ttl`) as the reserve step read it, for a task's
--- retention is one of its terms, fixed when it was taken ('': not known, read here)
+-- retention is one of its terms, fixed when it was taken ('': not known, read here),
+-- ARGV[16] the keys of the queue's groups (keys.KeySpace.group_layout): a task of a group
+-- lets its slot go
 -- A task with a utube key hands it to the next task of that key (see _line.lua).
 -- Returns {1, held, started_at} when finished, {2, held, started_at} when filed as
 -- canceled (`held`: 'reserved' or 'started', the status it had; `started_at`: when it
@@ -44,7 +46,7 @@ local MISFITS = {{KEYS[1], 'hash'}, {KEYS[2], 'list'}, {KEYS[3], 'set'},
     {KEYS[8], 'zset'}, {KEYS[9], 'list'}, {KEYS[10], 'zset'}, {KEYS[11], 'list'}}
 local id, listener, task = ARGV[1], ARGV[2], KEYS[1]
 local got = redis.pcall('HMGET', task, 'status', 'node', 'attempt', 'cancel_requested',
-    'started_at', 'pid', 'stalled_at', 'utube', 'result_ttl', 'failure_ttl')
+    'started_at', 'pid', 'stalled_at', 'utube', 'result_ttl', 'failure_ttl', 'group')
 if refused(got) then return refuse_misfit(MISFITS) end
 local held, node, current = got[1], got[2] or '', got[3] or ''
 if not held then return {-1} end
@@ -85,6 +87,7 @@ if not (try(redis.pcall('LREM', KEYS[2], 1, id),
     return refuse_misfit(MISFITS) or redis.error_reply('BADKEY a key of the task holds '
         .. 'a value of another type')
 end
+if got[11] then slot_free(groups_of(ARGV[16]), got[11], id) end
 if got[7] then  -- no longer stalled
     redis.pcall('ZREM', KEYS[14], id)
     redis.call('HDEL', task, 'stalled_at')
@@ -98,7 +101,8 @@ else
     redis.call('HSET', task, 'status', status, field, ARGV[5], 'updated', ARGV[6])
 end
 if utube then
-    local u = utube_keys(KEYS[7], KEYS[8], ARGV[8], ARGV[9], ARGV[10], KEYS[9], KEYS[10])
+    local u = utube_keys(KEYS[7], KEYS[8], ARGV[8], ARGV[9], ARGV[10], KEYS[9], KEYS[10],
+        ARGV[16])
     if utube_leave(u, id, task) then redis.call('PUBLISH', ARGV[11], 1) end
 end
 local stats, throughput, queue_ttl = KEYS[6], KEYS[15], nil

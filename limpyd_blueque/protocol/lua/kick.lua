@@ -12,7 +12,7 @@
 local refused = refuse_misfit({{KEYS[1], 'list'}, {KEYS[2], 'list'}, {KEYS[3], 'zset'},
     {KEYS[4], 'hash'}, {KEYS[5], 'hash'}, {KEYS[6], 'hash'}, {KEYS[7], 'zset'}})
 if refused then return refused end
-local u = utube_keys(KEYS[6], KEYS[7], ARGV[6], ARGV[4], ARGV[5], KEYS[2], KEYS[3])
+local u = utube_keys(KEYS[6], KEYS[7], ARGV[6], ARGV[4], ARGV[5], KEYS[2], KEYS[3], ARGV[7])
 local out = {}
 while #out < tonumber(ARGV[1]) do
     local id = redis.call('RPOP', KEYS[1])

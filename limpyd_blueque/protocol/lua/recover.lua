@@ -13,10 +13,11 @@
 -- it still lives, its `alive_until` field being ahead of the server's clock) or 'gone'
 -- (its process is known to be gone: always), ARGV[3] default maximum attempts ('': no
 -- maximum), ARGV[4] why, for the error field, ARGV[5] key prefix of task hashes, ARGV[6]
--- default result ttl, ARGV[7] default failure ttl (see _finished.lua); then seven
+-- default result ttl, ARGV[7] default failure ttl (see _finished.lua); then eight
 -- per task: task id, reserved-list key prefix of the queue (the listener id read from the
 -- hash completes it), wake-up channel, attempt expected ('': any), holder expected ('':
--- any), queue name, name prefix of the queue's utube lists. A task put back keeps its
+-- any), queue name, name prefix of the queue's utube lists, the keys of the queue's
+-- groups (keys.KeySpace.group_layout; a task of a group lets its slot go). A task put back keeps its
 -- utube key; one failed hands it to the next task of that key. A task held by another holder or attempt than expected is skipped: it
 -- changed hands meanwhile. Attempts a task did not fail (it delayed itself: its
 -- `uncounted` field) do not count toward the maximum.
@@ -31,7 +32,7 @@ for i = 1, #KEYS / 15 do
     local task, leases, pending, failed, started, settings, prioritized, identifiers =
         KEYS[b + 1], KEYS[b + 2], KEYS[b + 3], KEYS[b + 4], KEYS[b + 5], KEYS[b + 6],
         KEYS[b + 7], KEYS[b + 8]
-    local a = 7 * (i - 1) + 8
+    local a = 8 * (i - 1) + 8
     local canceled, stalled = KEYS[b + 11], KEYS[b + 13]
     local stats = KEYS[b + 15]
     local r = {retention = KEYS[b + 12], settings = settings, throughput = KEYS[b + 14],
@@ -39,7 +40,7 @@ for i = 1, #KEYS / 15 do
     local id, reserved_prefix, channel, expected, holder, queue = ARGV[a], ARGV[a + 1],
         ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5]
     local u = utube_keys(KEYS[b + 9], KEYS[b + 10], ARGV[a + 6], prefix, queue, pending,
-        prioritized)
+        prioritized, ARGV[a + 7])
     local status = nil
     local bad = misfit({{task, 'hash'}, {leases, 'zset'}, {pending, 'list'}, {failed, 'list'},
         {started, 'set'}, {settings, 'hash'}, {prioritized, 'zset'}, {identifiers, 'hash'},
@@ -73,10 +74,12 @@ for i = 1, #KEYS / 15 do
             and (mode == 'gone' or (mode == 'dead' and not ((tonumber(
                 redis.call('HGET', task, 'alive_until')) or 0) > now))
                 or (mode == 'expired' and score and tonumber(score) <= now)) then
-        local pid = redis.call('HGET', task, 'pid') or ''
+        local held = redis.call('HMGET', task, 'pid', 'group')
+        local pid = held[1] or ''
         redis.call('LREM', reserved_prefix .. node, 1, id)
         redis.call('SREM', started, node .. ' ' .. pid .. ' ' .. id)
         redis.call('ZREM', leases, id)
+        slot_free(u.g, held[2], id)
         unflag_stalled(task, stalled, id)  -- an index: see _finished.lua
         redis.call('HDEL', task, 'node', 'pid', 'pstart', 'alive_until')
         local used = (tonumber(attempt) or 0)
@@ -94,7 +97,7 @@ for i = 1, #KEYS / 15 do
             outcome = 'failed'
         else
             redis.call('HSET', task, 'status', 'pending', 'updated', ARGV[1])
-            line_push(pending, prioritized, id, priority_of(task), true)
+            place(u, id, task, true)
             identifier_claim(identifiers, prefix, task, id, queue)
             redis.call('PUBLISH', channel, 1)
             outcome = 'pending'

@@ -15,7 +15,8 @@
 -- its priority), ARGV[9] priority change ('': none), ARGV[10] '1' when this attempt does
 -- not count as a failed one (a task that delays itself), ARGV[11] key prefix of task
 -- hashes, ARGV[12] queue name, ARGV[13] default result ttl, ARGV[14] default failure ttl,
--- ARGV[15] name prefix of the utube lists
+-- ARGV[15] name prefix of the utube lists, ARGV[16] the keys of the queue's groups
+-- (keys.KeySpace.group_layout)
 -- A task whose cancel was asked while it ran is filed as canceled instead (the cancel
 -- came first), and hands its utube key on.
 -- Counted in the statistics as a 'release' when the attempt is not counted, else as a
@@ -32,13 +33,13 @@ refused = refuse_unless_held(KEYS[1], {reserved = true, started = true}, ARGV[2]
     ARGV[3])
 if refused then return refused end
 local id = ARGV[1]
-let_go(KEYS[1], KEYS[2], KEYS[3], KEYS[6], id, ARGV[2], KEYS[10])
+local u = utube_keys(KEYS[15], KEYS[16], ARGV[15], ARGV[11], ARGV[12], KEYS[4], KEYS[7], ARGV[16])
+let_go(KEYS[1], KEYS[2], KEYS[3], KEYS[6], id, ARGV[2], KEYS[10], u.g)
 if ARGV[6] ~= '' then redis.call('HSET', KEYS[1], 'error', ARGV[6]) end
 if canceling(KEYS[1]) then
     file_canceled(KEYS[1], id, KEYS[11], KEYS[9], ARGV[4], {retention = KEYS[13],
         settings = KEYS[12], throughput = KEYS[14], stats = KEYS[9], result_ttl = ARGV[13],
         failure_ttl = ARGV[14]})
-    local u = utube_keys(KEYS[15], KEYS[16], ARGV[15], ARGV[11], ARGV[12], KEYS[4], KEYS[7])
     if utube_leave(u, id, KEYS[1]) then redis.call('PUBLISH', ARGV[7], 1) end
     return {2}
 end
@@ -60,7 +61,7 @@ if ARGV[9] ~= '' then
 end
 if ARGV[5] == '' then
     redis.call('HSET', KEYS[1], 'status', 'pending', 'updated', ARGV[4])
-    line_push(KEYS[4], KEYS[7], id, priority, ARGV[8] == 'front')
+    line_put(u, id, KEYS[1], priority, ARGV[8] == 'front')
     redis.call('PUBLISH', ARGV[7], 1)
 else
     redis.call('HSET', KEYS[1], 'status', 'scheduled', 'eta', ARGV[5], 'updated', ARGV[4])

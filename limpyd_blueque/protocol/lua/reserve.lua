@@ -19,10 +19,16 @@
 -- ARGV[9] default failure ttl, for the tasks quarantined or expired (see _finished.lua)
 -- ARGV[10] '1' when the caller counts the take and its wait itself (statistics.Tally),
 --   else counted here in the queue's counters
--- then three per queue: ARGV[8 + 3i] default lease length in seconds for queue i ('' or
+-- then five per queue: ARGV[6 + 5i] default lease length in seconds for queue i ('' or
 --   '0': no expiry; 'never': no expiry whatever the task or queue say, for a caller
---   that does not renew leases), ARGV[9 + 3i] the queue's name, ARGV[10 + 3i] the name
---   prefix of its utube lists
+--   that does not renew leases), ARGV[7 + 5i] the queue's name, ARGV[8 + 5i] the name
+--   prefix of its utube lists, ARGV[9 + 5i] the keys of its groups
+--   (keys.KeySpace.group_layout), ARGV[10 + 5i] '0' when the caller knows the queue has
+--   no limit (as a worker reads them twice a second), else its limit is read here
+-- Tasks without a group come first, as above; when none of the queues has one that may
+-- run, the next task of their groups in their fair turns (see _groups.lua), a group whose
+-- limit is reached being held back on the way. A queue whose own limit (the queue as a
+-- whole) is reached is passed over.
 -- Each term is the task's own, else its queue's, else the default (see _terms.lua).
 -- Lease ends are timed by the server's clock, so clients' clocks need not agree.
 -- A queue one of whose keys holds another type is skipped (reported in `broken`), so
@@ -73,7 +79,9 @@ local function structures(k)
     return {{k.pending, 'list'}, {k.reserved, 'list'}, {k.leases, 'zset'},
         {k.started, 'set'}, {k.settings, 'hash'}, {k.failed, 'list'}, {k.prioritized, 'zset'},
         {k.identifiers, 'hash'}, {k.expiry, 'zset'}, {k.expired, 'list'}, {k.stats, 'hash'},
-        {k.utubes, 'hash'}, {k.waiting, 'zset'}}  -- k.retention: see _finished.lua
+        {k.utubes, 'hash'}, {k.waiting, 'zset'}, {k.u.g.grouped, 'zset'},
+        {k.u.g.groups, 'zset'}, {k.u.g.held, 'zset'}, {k.u.g.limits, 'hash'}}
+        -- k.retention: see _finished.lua
 end
 
 local function not_a_number(text)
@@ -103,6 +111,9 @@ local function problem_of(key, queue)
         -- it names one (else it would wait forever)
         if #own <= 200 and string.match(own, '^[%w%._%-]+$') then return nil, 'drop' end
         return 'queue field ' .. string.format('%q', own) .. ' is not a queue name', 'bad'
+    end
+    if f.group and not group_of(f.group) then
+        return 'group field ' .. string.format('%q', f.group) .. ' is not a group name', 'bad'
     end
     local attempt = f.attempt
     if attempt and not string.match(attempt, '^%d+$') then
@@ -141,12 +152,25 @@ for i = 1, #KEYS / N do
         prioritized = KEYS[b + 7], identifiers = KEYS[b + 8], expiry = KEYS[b + 9],
         expired = KEYS[b + 10], stats = KEYS[b + 11], utubes = KEYS[b + 12],
         waiting = KEYS[b + 13], retention = KEYS[b + 14], failure_ttl = ARGV[9]}
-    k.u = utube_keys(k.utubes, k.waiting, ARGV[10 + 3 * i], prefix, ARGV[9 + 3 * i],
-        k.pending, k.prioritized)
+    k.u = utube_keys(k.utubes, k.waiting, ARGV[8 + 5 * i], prefix, ARGV[7 + 5 * i],
+        k.pending, k.prioritized, ARGV[9 + 5 * i])
     local bad, found, kind = misfit({{k.leases, 'zset'}, {k.started, 'set'}})
+    local closed = false
+    if not bad and ARGV[10 + 5 * i] ~= '0' then  -- the limit of the queue as a whole
+        local text = redis.pcall('HGET', k.u.g.limits, '')
+        if refused(text) then
+            bad, found, kind = k.u.g.limits, redis.call('TYPE', k.u.g.limits)['ok'], 'hash'
+        elseif text then
+            local limit = parse_limit(text)
+            if limit.running or limit.starts then
+                k.queue_limit = limit
+                closed = queue_closed(k.u.g, limit, k.leases, server_now) ~= nil
+            end
+        end
+    end
     if bad then
         for _, value in ipairs({i, bad, found, kind}) do broken[#broken + 1] = value end
-    else
+    elseif not closed then
         open_queues[#open_queues + 1] = {i, k}
     end
 end
@@ -266,78 +290,118 @@ local function set_fields(flat, fields)
     end
 end
 
+-- the task `id` just taken from `entry`'s queue into its holder's reserved list: started
+-- (its reply), or passed over (dropped, quarantined, expired: nil), or put back where it
+-- waited by `untaken()` (a key of its queue found of another type: the queue is broken);
+-- `taken`, for a task of a group, is what `group_take` gave
+local function settle(entry, id, untaken, taken)
+    local i, k = entry[1], entry[2]
+    local queue = ARGV[7 + 5 * i]
+    local key = prefix .. id
+    local why, verdict, f, flat = problem_of(key, queue)
+    local limit = verdict == 'ok' and tonumber(f.expires_at)
+    -- a task that is not plain writes to more of its queue's keys: all of their type
+    -- first, or the task goes back where it waited and the queue is broken
+    local checked = verdict == 'drop' or (verdict == 'ok' and not f.expires_at
+        and not f.identifier) or not misfit(structures(k))
+    if not checked then
+        untaken()
+        break_queue(entry)
+    elseif verdict == 'drop' then
+        redis.call('LREM', k.reserved, -1, id)
+        dropped[#dropped + 1] = id
+        passed = passed + 1
+    elseif verdict == 'bad' then
+        quarantine(key, id, queue, k, why)
+        passed = passed + 1
+    elseif limit and limit <= server_now then
+        redis.call('LREM', k.reserved, -1, id)
+        expire_task(k, key, id, now, false)  -- the next of its utube key joins the line
+        expired[#expired + 1] = id
+        passed = passed + 1
+    else
+        local terms = terms_of(f, k.settings, ARGV[6 + 5 * i], ARGV[6], ARGV[7])
+        if not terms then
+            untaken()
+            break_queue(entry)
+            return nil
+        end
+        local ttr, max_run_time, max_attempts, stall = terms[1], terms[2], terms[3],
+            terms[4]
+        -- as its holder's beats compare it (see renew.lua): the text Redis keeps
+        local deadline = '+inf'
+        if ttr ~= 'never' and ttr and ttr > 0 then
+            deadline = string.format('%.17g', server_now + ttr)
+        end
+        -- the lease set and the started set were found of their type above, and
+        -- the task's key is a hash: none of these writes can be refused
+        redis.call('ZADD', k.leases, deadline, id)
+        local fields
+        local attempt = tostring((tonumber(f.attempt) or 0) + 1)
+        if pid == '' then
+            fields = {'attempt', attempt, 'status', 'reserved', 'node', listener,
+                'updated', now}
+        else
+            redis.call('SADD', k.started, listener .. ' ' .. pid .. ' ' .. id)
+            fields = {'attempt', attempt, 'status', 'started', 'node', listener,
+                'pid', pid, 'pstart', ARGV[5], 'updated', now, 'started_at', now}
+        end
+        redis.call('HSET', key, unpack(fields))
+        if taken then
+            group_started(k.u.g, taken, attempt, k.queue_limit, server_now)
+        elseif k.queue_limit then
+            count_start(k.u.g.queue_starts, k.queue_limit, id .. ':' .. attempt, server_now)
+        end
+        if not tallied then observe(k.stats, 'wait', f.updated, now) end
+        if f.expires_at then redis.call('ZREM', k.expiry, id) end  -- never expires now
+        if f.identifier then identifier_release(k.identifiers, key, id) end
+        if not tallied then redis.pcall('HINCRBY', k.stats, 'calls.take', 1) end
+        local waiting_since = f.updated
+        set_fields(flat, fields)
+        return {i, id, flat, term_text(ttr), term_text(max_run_time),
+            term_text(max_attempts), dropped, quarantined, broken, 0, expired,
+            term_text(stall), deadline, waiting_since or '', terms[5] or '',
+            terms[6] or ''}
+    end
+    return nil
+end
+
+-- the tasks without a group first
 while passed < bound do
     local entry, source, otherwise = next_queue()
     if not entry then break end
-    local i, k = entry[1], entry[2]
-    local queue = ARGV[9 + 3 * i]
+    local k = entry[2]
     local open_before = #open_queues
     local id, score
     id, score, source = take(entry, source, otherwise)
     if id then
-        local key = prefix .. id
-        local why, verdict, f, flat = problem_of(key, queue)
-        local limit = verdict == 'ok' and tonumber(f.expires_at)
-        -- a task that is not plain writes to more of its queue's keys: all of their type
-        -- first, or the task goes back where it waited and the queue is broken
-        local checked = verdict == 'drop' or (verdict == 'ok' and not f.expires_at
-            and not f.identifier) or not misfit(structures(k))
-        if not checked then
-            untake(k, source, id, score)
-            break_queue(entry)
-        elseif verdict == 'drop' then
-            redis.call('LREM', k.reserved, -1, id)
-            dropped[#dropped + 1] = id
-            passed = passed + 1
-        elseif verdict == 'bad' then
-            quarantine(key, id, queue, k, why)
-            passed = passed + 1
-        elseif limit and limit <= server_now then
-            redis.call('LREM', k.reserved, -1, id)
-            expire_task(k, key, id, now, false)  -- the next of its utube key joins the line
-            expired[#expired + 1] = id
-            passed = passed + 1
-        else
-            local terms = terms_of(f, k.settings, ARGV[8 + 3 * i], ARGV[6], ARGV[7])
-            if not terms then
-                untake(k, source, id, score)
-                break_queue(entry)
-            else
-                local ttr, max_run_time, max_attempts, stall = terms[1], terms[2], terms[3],
-                    terms[4]
-                -- as its holder's beats compare it (see renew.lua): the text Redis keeps
-                local deadline = '+inf'
-                if ttr ~= 'never' and ttr and ttr > 0 then
-                    deadline = string.format('%.17g', server_now + ttr)
-                end
-                -- the lease set and the started set were found of their type above, and
-                -- the task's key is a hash: none of these writes can be refused
-                redis.call('ZADD', k.leases, deadline, id)
-                local fields
-                local attempt = tostring((tonumber(f.attempt) or 0) + 1)
-                if pid == '' then
-                    fields = {'attempt', attempt, 'status', 'reserved', 'node', listener,
-                        'updated', now}
-                else
-                    redis.call('SADD', k.started, listener .. ' ' .. pid .. ' ' .. id)
-                    fields = {'attempt', attempt, 'status', 'started', 'node', listener,
-                        'pid', pid, 'pstart', ARGV[5], 'updated', now, 'started_at', now}
-                end
-                redis.call('HSET', key, unpack(fields))
-                if not tallied then observe(k.stats, 'wait', f.updated, now) end
-                if f.expires_at then redis.call('ZREM', k.expiry, id) end  -- never expires now
-                if f.identifier then identifier_release(k.identifiers, key, id) end
-                if not tallied then redis.pcall('HINCRBY', k.stats, 'calls.take', 1) end
-                local waiting_since = f.updated
-                set_fields(flat, fields)
-                return {i, id, flat, term_text(ttr), term_text(max_run_time),
-                    term_text(max_attempts), dropped, quarantined, broken, 0, expired,
-                    term_text(stall), deadline, waiting_since or '', terms[5] or '',
-                    terms[6] or ''}
-            end
-        end
+        local reply = settle(entry, id, function() untake(k, source, id, score) end, nil)
+        if reply then return reply end
     elseif #open_queues == open_before then
         break  -- nothing taken and no queue found broken: nothing more to take
+    end
+end
+
+-- then the tasks of the groups, queue by queue (a key of another type among a queue's
+-- group keys breaks that queue only)
+local j = 1
+while passed < bound and j <= #open_queues do
+    local entry = open_queues[j]
+    local k = entry[2]
+    local ok, taken = pcall(group_take, k.u.g, k.leases, server_now)
+    if not ok then
+        if not misfit(structures(k)) then error(taken, 0) end
+        break_queue(entry)  -- the next queue is now at j
+    elseif not taken then
+        j = j + 1
+    else
+        local id = taken[1]
+        redis.call('LPUSH', k.reserved, id)
+        local reply = settle(entry, id, function()
+            redis.call('LREM', k.reserved, 1, id)
+            group_untake(k.u.g, taken)
+        end, taken)
+        if reply then return reply end
     end
 end
 local more = 0

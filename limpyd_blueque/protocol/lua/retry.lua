@@ -37,7 +37,7 @@ end
 redis.call('HSET', KEYS[1], 'uncounted', redis.call('HGET', KEYS[1], 'attempt') or 0)
 if ARGV[5] == '' then
     redis.call('HSET', KEYS[1], 'status', 'pending', 'updated', ARGV[4])
-    local u = utube_keys(KEYS[7], KEYS[8], ARGV[10], ARGV[9], queue, KEYS[3], KEYS[4])
+    local u = utube_keys(KEYS[7], KEYS[8], ARGV[10], ARGV[9], queue, KEYS[3], KEYS[4], ARGV[11])
     if line_join(u, id, KEYS[1], ARGV[4], ARGV[6] == '1') then
         redis.call('PUBLISH', ARGV[8], 1)
     end

@@ -6,7 +6,8 @@
 --         is none of the space-separated ARGV[5]; 'reline': put a pending task back in
 --         line by its priority (KEYS[2] the Blueque pending list, KEYS[3] the prioritized
 --         sorted set) if it is still pending, in neither, and not waiting behind the task
---         of its utube key (KEYS[4], the utube-waiting set); 'unmap': remove the entry
+--         of its utube key (KEYS[4], the utube-waiting set), nor in its group's line
+--         (ARGV[6]: the keys of the queue's groups); 'unmap': remove the entry
 --         of identifier ARGV[4] from the identifiers hash KEYS[2] if it still maps to
 --         the task and the task no longer waits with that identifier
 -- ARGV[2] kind of KEYS[2]: 'list', 'zset' or 'set'
@@ -30,11 +31,13 @@ if action == 'reline' then
     local refused = refuse_misfit({{KEYS[1], 'hash'}, {KEYS[2], 'list'}, {KEYS[3], 'zset'},
         {KEYS[4], 'zset'}})
     if refused then return refused end
+    local g = groups_of(ARGV[6])
     if redis.call('HGET', KEYS[1], 'status') ~= 'pending' or redis.call('LPOS', KEYS[2], id)
-            or redis.call('ZSCORE', KEYS[3], id) or redis.call('ZSCORE', KEYS[4], id) then
+            or redis.call('ZSCORE', KEYS[3], id) or redis.call('ZSCORE', KEYS[4], id)
+            or redis.call('ZSCORE', g.grouped, id) then
         return 0
     end
-    line_push(KEYS[2], KEYS[3], id, priority_of(KEYS[1]), false)
+    place({pending = KEYS[2], prioritized = KEYS[3], g = g}, id, KEYS[1], false)
     return 1
 end
 local refused = refuse_misfit({{KEYS[1], 'hash'}, {KEYS[2], kind}})

@@ -1,0 +1,89 @@
+"""Reading a queue's limits with their live counts (see `protocol.limits`)."""
+
+from __future__ import annotations
+
+import redis
+
+from ..connection.errors import reaching
+from ..protocol.keys import KeySpace
+from ..protocol.limits import DEFAULT_GROUP, Limit, parsed_limit
+from ..protocol.statuses import Status
+
+
+def read_limits(client: redis.Redis, keys: KeySpace, queue: str) -> dict[str | None, Limit]:
+    """Every limit of `queue` by group (None: the queue as a whole; `"*"`: the default of
+    its groups), each with its running and waiting tasks: a group's own; the queue's (all
+    its tasks held by this library's workers, all its pending tasks); for `"*"`, those of
+    the groups with tasks waiting that have no limit of their own. A stored value that is
+    no limit is left out, as the scripts pass it over. Two round trips."""
+    with reaching(client), client.pipeline(transaction=False) as pipe:
+        pipe.hgetall(keys.limits(queue))
+        pipe.zrange(keys.groups(queue), 0, -1)
+        pipe.zrange(keys.groups_held(queue), 0, -1)
+        stored, active, held = pipe.execute(raise_on_error=False)
+    stored = stored if isinstance(stored, dict) else {}
+    waiting_groups = [group for reply in (active, held) if isinstance(reply, list)
+                      for group in reply]
+    named = [field for field in stored if field not in ("", DEFAULT_GROUP)]
+    defaulted = [group for group in waiting_groups if group not in stored]
+    per_group, queue_running, queue_waiting = _counts(client, keys, queue,
+                                                      [*named, *defaulted])
+    found: dict[str | None, Limit] = {}
+    for field, text in stored.items():
+        if field == "":
+            group, running, waiting = None, queue_running, queue_waiting
+        elif field == DEFAULT_GROUP:
+            group = DEFAULT_GROUP
+            running = sum(per_group[name][0] for name in defaulted)
+            waiting = sum(per_group[name][1] for name in defaulted)
+        else:
+            group, (running, waiting) = field, per_group[field]
+        limit = parsed_limit(group, text, running, waiting)
+        if limit is not None:
+            found[group] = limit
+    return found
+
+
+def _counts(client: redis.Redis, keys: KeySpace, queue: str, groups: list[str],
+            ) -> tuple[dict[str, tuple[int, int]], int, int]:
+    """`({group: (running, waiting)}, the queue's running, the queue's waiting)`, in one
+    round trip (a key of another type counts none)."""
+    with reaching(client), client.pipeline(transaction=False) as pipe:
+        for group in groups:
+            pipe.scard(keys.group_slots(queue, group))
+            pipe.zcard(keys.group_line(queue, group))
+        pipe.zcard(keys.leases(queue))
+        for key, kind in keys.structures_of(queue, Status.PENDING):
+            pipe.llen(key) if kind == "list" else pipe.zcard(key)
+        counts = [value if isinstance(value, int) else 0
+                  for value in pipe.execute(raise_on_error=False)]
+    per_group = {group: (counts[2 * n], counts[2 * n + 1]) for n, group in enumerate(groups)}
+    rest = counts[2 * len(groups):]
+    return per_group, rest[0], sum(rest[1:])
+
+
+def held_back(client: redis.Redis, keys: KeySpace, names: list[str]) -> dict[str, int]:
+    """{queue: tasks waiting in its groups held back by their limit}, in two round trips
+    (a key of another type counts none)."""
+    with reaching(client), client.pipeline(transaction=False) as pipe:
+        for name in names:
+            pipe.zrange(keys.groups_held(name), 0, -1)
+        held = [reply if isinstance(reply, list) else []
+                for reply in pipe.execute(raise_on_error=False)]
+    if not any(held):
+        return dict.fromkeys(names, 0)
+    with reaching(client), client.pipeline(transaction=False) as pipe:
+        for name, groups in zip(names, held):
+            for group in groups:
+                pipe.zcard(keys.group_line(name, group))
+        counts = iter(pipe.execute(raise_on_error=False))
+    return {name: sum(count if isinstance(count, int) else 0
+                      for count in (next(counts) for _ in groups))
+            for name, groups in zip(names, held)}
+
+
+def busiest_first(limits: dict[str | None, Limit]) -> list[Limit]:
+    """The limits of a queue to show: the queue as a whole first, then the busiest groups
+    (most running, then most waiting), then by name."""
+    return sorted(limits.values(), key=lambda limit: (
+        limit.group is not None, -limit.running, -limit.waiting, limit.group or ""))

@@ -1,0 +1,117 @@
+"""Limits across real worker processes on a real Redis: sampled every 50 ms, a group never
+runs more than its `max_running`, a queue never starts more than its `max_starts` in a
+window, and a dead worker's slot comes back within the recovery times."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+from helpers import kill, kill_task_processes, start_worker, wait_for
+
+from limpyd_blueque import Queue
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def running_by_group(conn, task_ids):
+    """{group: tasks held (reserved or started)}, read in one round trip."""
+    with conn.pipeline(transaction=False) as pipe:
+        for task_id in task_ids:
+            pipe.hmget(f"blueque_task_{task_id}", "status", "group")
+        replies = pipe.execute()
+    counts: dict[str, int] = {}
+    for status, group in replies:
+        if status in ("reserved", "started"):
+            counts[group or ""] = counts.get(group or "", 0) + 1
+    return counts
+
+
+def test_no_group_ever_runs_more_than_its_limit_across_workers_and_queues(redis_url, database,
+                                                                          conn):
+    first, second = Queue.named("ga"), Queue.named("gb")
+    first.set_limit("*", max_running=2)
+    first.set_limit("big", max_running=3)
+    second.set_limit("*", max_running=1)
+    tasks = []
+    for queue in (first, second):
+        for group in ("big", "small", "other"):
+            tasks += queue.enqueue_many(["0.15"] * 6, group=group)
+        tasks += queue.enqueue_many(["0.05"] * 4)  # no group: never held back
+    ids = [job.task_id for job in tasks]
+    workers = [start_worker(redis_url, "--queues=ga,gb", "--callback=jobs.slow_callback",
+                            "--concurrency=3", "--timeout=0.2") for _ in range(3)]
+    peaks: dict[tuple[str, str], int] = {}
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            for queue in (first, second):
+                name = queue.pk.get()
+                mine = [job.task_id for job in tasks if job.queue.hget() == name]
+                for group, count in running_by_group(conn, mine).items():
+                    peaks[(name, group)] = max(peaks.get((name, group), 0), count)
+            if sum(queue.counts()["complete"] for queue in (first, second)) == len(ids):
+                break
+            time.sleep(0.05)
+    finally:
+        for worker in workers:
+            worker.terminate()
+            worker.wait(20)
+    assert sum(queue.counts()["complete"] for queue in (first, second)) == len(ids)
+    limits = {("ga", "big"): 3, ("ga", "small"): 2, ("ga", "other"): 2,
+              ("gb", "big"): 1, ("gb", "small"): 1, ("gb", "other"): 1}
+    over = {key: peak for key, peak in peaks.items() if key in limits and peak > limits[key]}
+    assert not over, f"groups over their limit: {over}"
+    assert peaks[("ga", "big")] == 3 and peaks[("gb", "small")] == 1  # the limits were reached
+    print(f"\npeak running per group, sampled every 50 ms: {dict(sorted(peaks.items()))}")
+
+
+def test_no_window_holds_more_starts_than_max_starts(redis_url, database):
+    queue = Queue.named("rate")
+    queue.set_limit(None, max_starts=4, per=1)
+    jobs = queue.enqueue_many(["0"] * 10) + queue.enqueue_many(["0"] * 6, group="g")
+    workers = [start_worker(redis_url, "--queues=rate", "--callback=jobs.slow_callback",
+                            "--concurrency=2", "--timeout=0.1") for _ in range(2)]
+    try:
+        assert wait_for(lambda: queue.counts()["complete"] == len(jobs), timeout=30)
+    finally:
+        for worker in workers:
+            worker.terminate()
+            worker.wait(20)
+    starts = sorted(float(job.started_at.hget()) for job in jobs)
+    busiest = max(sum(1 for other in starts if start <= other < start + 0.99)
+                  for start in starts)
+    assert busiest <= 4
+    assert starts[-1] - starts[0] >= 3  # 16 starts at 4 a second
+    print(f"\n16 starts, at most 4 per second: busiest window of 1 s held {busiest}")
+
+
+def test_a_dead_workers_slot_comes_back_within_the_recovery_time(redis_url, database, conn):
+    queue = Queue.named("slot")
+    queue.set_limit("only", max_running=1)
+    first = queue.enqueue("2", group="only")
+    second = queue.enqueue("0", group="only")
+    workers = [start_worker(redis_url, "--queues=slot", "--callback=jobs.slow_callback",
+                            "--fork", "--timeout=0.2")]
+    try:
+        assert wait_for(lambda: first.status.hget() == "started", timeout=20)
+        workers.append(start_worker(redis_url, "--queues=slot",
+                                    "--callback=jobs.slow_callback", "--timeout=0.2"))
+        time.sleep(1.0)
+        assert second.status.hget() == "pending"  # held back by the running first
+        killed = time.monotonic()
+        kill(workers[0].pid, signal.SIGKILL)
+        kill_task_processes(conn)
+        # taken back at the front of its group's line, and run again by the survivor
+        assert wait_for(lambda: first.attempt.hget() == "2"
+                        and first.status.hget() in ("started", "complete"), timeout=30)
+        took = time.monotonic() - killed
+        assert wait_for(lambda: second.status.hget() == "complete", timeout=30)
+    finally:
+        for worker in workers:
+            kill(worker.pid)
+            worker.wait(20)
+    assert took < 15
+    print(f"\nthe slot of a killed worker's task came back: its task ran again "
+          f"{took:.2f} s after the kill")
