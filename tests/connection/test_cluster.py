@@ -79,6 +79,24 @@ def test_priorities_and_micro_queues(bound):
     assert Queue.reserve_from(["reports"], LISTENER)[0].task_id == second_a.task_id
 
 
+def test_groups_and_their_limits_on_one_slot(bound, cluster):
+    queue = Queue.named("exports")
+    queue.set_limit("*", max_running=1)
+    queue.enqueue_many([{"n": n} for n in range(3)], group="customer:1")
+    late = queue.enqueue({"n": 9}, group="customer:2")
+    first = Queue.reserve_from(["exports"], LISTENER)[0]
+    assert Queue.reserve_from(["exports"], LISTENER)[0].task_id == late.task_id
+    assert Queue.reserve_from(["exports"], LISTENER)[0] is None  # both at their limit
+    assert queue.limits()["*"].running == 1  # customer:1 still waits; customer:2 none
+    first.complete("ok", listener_id=LISTENER)
+    assert Queue.reserve_from(["exports"], LISTENER)[0].group.hget() == "customer:1"
+    slots = {redis.Redis(port=port).cluster("keyslot", key)
+             for port in cluster.masters()[:1] for key in (
+                 "blueque:group:{exports}:customer:1", "blueque:held:{exports}",
+                 "blueque:slots:{exports}:customer:1", "blueque:limits:{exports}")}
+    assert len(slots) == 1
+
+
 def test_fail_requeue_bury_kick_cancel_and_delete(bound):
     queue = Queue.named("emails")
     job = queue.enqueue({"to": "a@example.com"})
