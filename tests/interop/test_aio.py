@@ -60,6 +60,18 @@ async def test_the_same_keys_and_fields_as_the_synchronous_api(client, conn):
     assert set(conn.zrange("blueque_queues", 0, -1)) == {"a", "b"}
 
 
+async def test_tasks_of_a_group_from_aio_wait_in_their_groups_line(client, conn):
+    queue = aio.Queue("grp", client)
+    one = await queue.enqueue({"n": 1}, group="customer:1")
+    two, three = await queue.enqueue_many([{"n": 2}, {"n": 3}],
+                                          options=[{"group": "customer:2"}, {}])
+    assert conn.zrange("blueque:group:grp:customer:1", 0, -1) == [one]
+    assert conn.zrange("blueque:group:grp:customer:2", 0, -1) == [two]
+    assert conn.lrange("blueque_pending_tasks_grp", 0, -1) == [three]
+    with pytest.raises(ConfigurationError, match="group must be"):
+        await queue.enqueue({}, group="no spaces")
+
+
 async def test_enqueue_many_schedule_and_identifiers(client, conn):
     queue = aio.Queue("m", client)
     ids = await queue.enqueue_many([{"n": n} for n in range(5)], chunk=2)
