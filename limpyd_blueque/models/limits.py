@@ -14,18 +14,23 @@ def read_limits(client: redis.Redis, keys: KeySpace, queue: str) -> dict[str | N
     """Every limit of `queue` by group (None: the queue as a whole; `"*"`: the default of
     its groups), each with its running and waiting tasks: a group's own; the queue's (all
     its tasks held by this library's workers, all its pending tasks); for `"*"`, those of
-    the groups with tasks waiting that have no limit of their own. A stored value that is
-    no limit is left out, as the scripts pass it over. Two round trips."""
+    the groups with tasks waiting or running that have no limit of their own. A stored
+    value that is no limit is left out, as the scripts pass it over. A few round trips
+    (the groups running are found by a `SCAN` of their slots)."""
     with reaching(client), client.pipeline(transaction=False) as pipe:
         pipe.hgetall(keys.limits(queue))
         pipe.zrange(keys.groups(queue), 0, -1)
         pipe.zrange(keys.groups_held(queue), 0, -1)
         stored, active, held = pipe.execute(raise_on_error=False)
     stored = stored if isinstance(stored, dict) else {}
-    waiting_groups = [group for reply in (active, held) if isinstance(reply, list)
-                      for group in reply]
+    prefix = keys.group_slots_prefix(queue)
+    with reaching(client):
+        running_groups = [key[len(prefix):] for key in
+                          client.scan_iter(match=prefix + "*", count=1000)]
+    seen = [group for reply in (active, held) if isinstance(reply, list) for group in reply]
     named = [field for field in stored if field not in ("", DEFAULT_GROUP)]
-    defaulted = [group for group in waiting_groups if group not in stored]
+    defaulted = [group for group in dict.fromkeys([*seen, *running_groups])
+                 if group not in stored]
     per_group, queue_running, queue_waiting = _counts(client, keys, queue,
                                                       [*named, *defaulted])
     found: dict[str | None, Limit] = {}

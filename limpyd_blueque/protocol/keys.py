@@ -315,13 +315,14 @@ class KeySpace:
 
     def groups_held(self, queue: str) -> str:
         """Sorted set of the groups of a queue whose tasks wait but whose limit is reached,
-        scored by when to look again (`+inf`: when one of its slots frees, or a limit
+        scored by when to look again (earlier: when one of its slots frees, or a limit
         changes)."""
         return self._own("held", self.tag(queue))
 
-    def fair_clock(self, queue: str) -> str:
-        """String holding the virtual time of a queue's fair share: the turn of the last
-        task of a group started."""
+    def fair_turns(self, queue: str) -> str:
+        """Hash of a queue's fair share: '' -> its virtual time (the turn of the last task
+        of a group started); a group's name -> the turn it saved when it left (nothing
+        waited in it, or it was held back), taken again when it joins."""
         return self._own("fair", self.tag(queue))
 
     def limits(self, queue: str) -> str:
@@ -351,12 +352,13 @@ class KeySpace:
         return self._own("queue_starts", self.tag(queue))
 
     def group_layout(self, queue: str) -> str:
-        """The keys and key prefixes of a queue's groups, as the scripts read them (one
-        argument, space-separated; see `groups_of` in lua/_groups.lua)."""
+        """The keys and key prefixes of a queue's groups, and its wake-up channel, as the
+        scripts read them (one argument, space-separated; see `groups_of` in
+        lua/_groups.lua)."""
         return " ".join((self.grouped(queue), self.groups(queue), self.groups_held(queue),
-                         self.fair_clock(queue), self.limits(queue), self.queue_starts(queue),
+                         self.fair_turns(queue), self.limits(queue), self.queue_starts(queue),
                          self.group_lines(queue), self.group_slots_prefix(queue),
-                         self.group_starts_prefix(queue)))
+                         self.group_starts_prefix(queue), self.wake_channel(queue)))
 
     def buried(self, queue: str) -> str:
         """List of buried task ids, newest first (`Queue.kick` takes the oldest first)."""

@@ -14,8 +14,9 @@ from .values import MAX_COUNT, MAX_SECONDS, check_number, shown
 #: whose limit: the queue as a whole (`None`), the default of its groups (`DEFAULT_GROUP`),
 #: or a group's name
 DEFAULT_GROUP = "*"
-#: the largest weight (a share of the starts against the default weight of 1)
-MAX_WEIGHT = 1_000_000.0
+#: the weights a group may have (a share of the starts against the default weight of 1):
+#: within a million to one, the fair share's turns keep their precision
+MIN_WEIGHT, MAX_WEIGHT = 0.001, 1000.0
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,7 @@ def stored_limit(group: object, max_running: object = None, max_starts: object =
             "max_starts", max_starts, integer=True, minimum=1, maximum=MAX_COUNT),
         None if per is None else check_number("per", per, minimum=0, above=True,
                                               maximum=MAX_SECONDS),
-        None if weight is None else check_number("weight", weight, minimum=0, above=True,
+        None if weight is None else check_number("weight", weight, minimum=MIN_WEIGHT,
                                                  maximum=MAX_WEIGHT),
     ]
     return " ".join("-" if value is None else repr(value) for value in values)

@@ -34,12 +34,9 @@ SCRIPT_NAMES = (
     "report", "stall", "set_aside", "limit",
 )
 
-#: shared Lua functions, prepended to the scripts that use them
+#: shared Lua functions, prepended to the scripts that use them, the last first (each
+#: file may call what the files after it define)
 SHARED = {
-    "_types": ("enqueue", "enqueue_options", "enqueue_due", "reserve", "start", "finish", "delete",
-               "add_listener", "remove_listener", "requeue", "renew", "recover", "tidy",
-               "terms", "materialize", "cancel", "retry", "tick", "bury", "touch", "kick",
-               "expire_due", "empty", "report", "stall", "limit"),  # the type checks before a write
     # the holder check, letting a task go
     "_holder": ("start", "finish", "requeue", "bury", "touch", "report", "stall"),
     "_terms": ("reserve", "recover", "terms", "enqueue_options"),  # lease terms, numbers
@@ -53,6 +50,11 @@ SHARED = {
     # retention and throughput of finished tasks, cancel requests, filing a canceled task;
     # as _holder and _line call it
     "_finished": ("finish", "requeue", "bury", "recover", "cancel", "reserve", "expire_due"),
+    # the type checks before a write
+    "_types": ("enqueue", "enqueue_options", "enqueue_due", "reserve", "start", "finish", "delete",
+               "add_listener", "remove_listener", "requeue", "renew", "recover", "tidy",
+               "terms", "materialize", "cancel", "retry", "tick", "bury", "touch", "kick",
+               "expire_due", "empty", "report", "stall", "limit"),
 }
 
 
@@ -1004,7 +1006,7 @@ class Scripts(ScriptRunner):
         remove it (None); the groups held back by a limit look again at their next turn.
         True when something changed."""
         k = self.keys
-        keys = [k.limits(queue), k.groups_held(queue), k.groups(queue), k.fair_clock(queue)]
+        keys = [k.limits(queue), k.groups_held(queue), k.groups(queue), k.fair_turns(queue)]
         return bool(self._run("limit", keys, ["remove" if stored is None else "set", field,
                                               stored, k.group_layout(queue)]))
 

@@ -73,11 +73,13 @@ def test_priorities_order_the_tasks_within_a_group(queue):
 
 # -- fair turns ---------------------------------------------------------------------------------
 def test_groups_take_turns_whatever_order_their_tasks_came_in(queue):
-    queue.enqueue_many(list(range(6)), group="a")
+    queue.enqueue_many(list(range(6)), group="c")
     queue.enqueue_many(list(range(3)), group="b")
-    queue.enqueue_many(list(range(2)), group="c")
+    queue.enqueue_many(list(range(2)), group="a")
     order = groups_of(take() for _ in range(11))
-    assert order == ["a", "b", "c", "a", "b", "c", "a", "b", "a", "a", "a"]
+    # in turn, each round once each (equal turns go by name), until a group has no more
+    assert [sorted(order[n:n + 3]) for n in (0, 3)] == [["a", "b", "c"]] * 2
+    assert sorted(order[6:8]) == ["b", "c"] and order[8:] == ["c", "c", "c"]
     assert take() is None
 
 
@@ -90,9 +92,13 @@ def test_starts_go_to_the_groups_in_proportion_to_their_weights(queue):
     assert counts["light"] == pytest.approx(100, rel=0.1)
 
 
-def test_a_group_that_joins_takes_the_next_free_slot_not_the_back_of_the_backlog(queue):
+@pytest.mark.parametrize("weight", [1, 3])
+def test_a_group_that_joins_takes_the_next_free_slot_not_the_back_of_the_backlog(queue,
+                                                                                   weight):
+    queue.set_limit("a", max_running=4, weight=weight)
     queue.enqueue_many(list(range(1000)), group="a")
     running = [take() for _ in range(4)]
+    assert take() is None  # 4 slots busy
     late = queue.enqueue("late", group="b")
     running[0].complete("ok")
     assert take().task_id == late.task_id
@@ -182,6 +188,25 @@ def test_a_canceled_or_deleted_waiting_task_leaves_its_line_and_its_group_its_tu
     assert queue.counts()["pending"] == 0
 
 
+def test_max_starts_per_window_of_a_group_holds_it_back_and_not_the_others(queue, conn):
+    queue.set_limit("a", max_starts=2, per=1)
+    queue.enqueue_many(list(range(4)), group="a")
+    queue.enqueue_many(list(range(4)), group="b")
+    order = groups_of(take() for _ in range(7))
+    assert order.count("a") == 2 and order.count("b") == 4 and order[-1] is None
+    reopens = conn.zscore("blueque:held:gq", "a")
+    assert 0.5 < reopens - time.time() <= 1.05
+    time.sleep(1.05)
+    assert groups_of([take()]) == ["a"]
+
+
+def test_a_groups_own_limit_keeps_the_defaults_other_settings(queue):
+    queue.set_limit("*", max_running=1)
+    queue.set_limit("premium", weight=3)
+    queue.enqueue_many(list(range(3)), group="premium")
+    assert take() is not None and take() is None  # still at most 1 running
+
+
 def test_max_starts_per_window_of_the_queue_as_a_whole(queue):
     queue.set_limit(None, max_starts=3, per=1)
     queue.enqueue_many(list(range(4)))
@@ -236,6 +261,8 @@ def test_limits_give_the_settings_and_the_live_counts(queue):
     ("a", {"max_starts": 0, "per": 1}, "max_starts"),
     ("a", {"max_starts": 1, "per": 0}, "per"),
     ("a", {"weight": 0}, "weight"),
+    ("a", {"weight": 0.0001}, "weight"),
+    ("a", {"weight": 5000}, "weight"),
     (None, {"weight": 2}, "the queue as a whole"),
     ("a b", {"max_running": 1}, "group must be"),
 ])
@@ -247,15 +274,21 @@ def test_bad_limits_are_refused_before_anything_is_written(queue, conn, group, s
 
 
 def test_truncate_and_drop_clear_the_groups(queue, conn):
-    queue.set_limit("a", max_running=1)
+    queue.set_limit("a", max_running=1, max_starts=5, per=60)
     queue.enqueue_many(list(range(3)), group="a")
     queue.enqueue_many(list(range(3)), group="b")
-    take(), take(), take()  # a, b, then a is held back and b goes on
+    running = [take(), take(), take()]  # a, b, then a is held back and b goes on
     assert conn.exists("blueque:held:gq")
     queue.truncate()
     assert not conn.exists("blueque:grouped:gq", "blueque:groups:gq", "blueque:held:gq",
-                           "blueque:group:gq:a", "blueque:group:gq:b")
+                           "blueque:group:gq:a", "blueque:group:gq:b", "blueque:fair:gq")
     assert queue.counts()["pending"] == 0
+    for job in running:
+        assert job.complete("ok")
+    assert not conn.exists("blueque:slots:gq:a", "blueque:slots:gq:b")
+    queue.drop()
+    # only the windows of starts are left, each expiring with its window
+    assert [key for key in conn.keys("blueque:*gq*") if conn.ttl(key) < 0] == []
 
 
 def test_leases_of_a_group_renew_as_any_other(queue):

@@ -28,8 +28,8 @@ def queue_keys(keys, queue):
                  "group_line": ("customer:7",), "group_slots": ("customer:7",),
                  "group_starts": ("customer:7",)}.get(name, ())
         result = method(queue, *extra)
-        if name == "group_layout":  # the keys of its groups, as the scripts read them
-            found += result.split()
+        if name == "group_layout":  # the keys of its groups, then its channel (no key)
+            found += [key for key in result.split() if key != keys.wake_channel(queue)]
         elif isinstance(result, str):
             found.append(result)
         elif isinstance(result, tuple):

@@ -3,15 +3,20 @@
 -- * A pending task with a group waits in its group's line (a sorted set scored as the
 --   prioritized set is: see `rank_score`) and in the queue's `grouped` set (where pending
 --   tasks of groups are counted and listed), never in the Blueque pending list.
--- * The groups whose tasks wait and may start are in `groups`, scored by their turn: the
---   fair share's virtual time of their next start. The clock is the turn of the last
---   start; a group's next turn is one stride (1 / its weight) after its last, and a group
---   that joins takes the clock plus its stride, a hair less (it goes before a group that
---   started a task at the clock's turn: the next free slot is its).
--- * A group whose limit is reached waits in `held` instead, scored by when to look again:
---   the end of its window of starts, or, when its running tasks fill its slots, when one
---   of them frees (`slot_free`), RECHECK seconds at the latest (a slot freed by a hand
---   other than this library's steps). A limit changed looks again at once.
+-- * The groups whose tasks wait and may start are in `groups`, scored by their turn: a
+--   start-time fair queue. The clock (the `fair` hash's '' field) is the turn of the last
+--   start; a group's next turn is one stride (1 / its weight) after its last. A group
+--   that joins takes the later of the clock and the turn it saved when it left (the
+--   `fair` hash's field of its name): a group that had nothing waiting starts at the
+--   next free slot, and one that empties and fills again gets its share, not more. Equal
+--   turns go by the group's name. Once no group waits, the clock starts again from 0.
+-- * A group whose limit is reached waits in `held` instead (its turn saved), scored by
+--   when to look again: the end of its window of starts, or, when its running tasks fill
+--   its slots, when one of them frees (`slot_free`), RECHECK seconds at the latest (a
+--   slot freed by a hand other than this library's steps). A limit changed looks again
+--   at once. A group taking a turn again wakes the idle workers.
+-- * A limit is the group's own, field by field, else the default of the queue's groups
+--   ('*'): a weight given to one group keeps the default's max_running.
 -- * A running task of a group (reserved or started: holding its lease) is in its group's
 --   slots set from its take to the moment its lease ends (`slot_free`).
 -- g: the keys of one queue's groups, from keys.KeySpace.group_layout (see `groups_of`).
@@ -22,14 +27,17 @@
 -- a key (a queue broken, as its other keys).
 local RANK_SPAN = 4294967296  -- 2^32: ranks stay within half of it either way
 local NO_LIMIT = {weight = 1}
-local RECHECK = 10
+local RECHECK = 60
+-- most held groups taken back, and most groups looked at, by one reserve step (the step
+-- says when it stopped there: its worker tries again at once)
+local RELEASES_PER_TAKE, LOOKS_PER_TAKE = 10, 20
 
 -- the keys of a queue's groups, from their layout (one argument, space-separated)
 local function groups_of(layout)
     local p = {}
     for part in string.gmatch(layout, '%S+') do p[#p + 1] = part end
-    return {grouped = p[1], groups = p[2], held = p[3], clock = p[4], limits = p[5],
-        queue_starts = p[6], lines = p[7], slots = p[8], starts = p[9]}
+    return {grouped = p[1], groups = p[2], held = p[3], fair = p[4], limits = p[5],
+        queue_starts = p[6], lines = p[7], slots = p[8], starts = p[9], channel = p[10]}
 end
 
 -- the score that puts a task at the back (or the `front`) of `priority` in the sorted
@@ -52,40 +60,62 @@ local function rank_score(zset, priority, front)
 end
 
 -- a limit as stored ('max_running max_starts per weight', '-' for each unset): a table
--- of its numbers (nil when unset; weight 1 when unset), or NO_LIMIT
+-- of the numbers set (nil each unset)
 local function parse_limit(text)
-    if not text then return NO_LIMIT end
     local values, names = {}, {'running', 'starts', 'per', 'weight'}
+    if not text then return values end
     local n = 0
     for part in string.gmatch(text, '%S+') do
         n = n + 1
         if names[n] then values[names[n]] = tonumber(part) end
     end
-    if not values.weight or values.weight <= 0 then values.weight = 1 end
+    if values.weight and values.weight <= 0 then values.weight = nil end
     return values
 end
 
--- the limit of `group` of a queue: its own, else the default of its groups ('*')
+-- the limit of `group` of a queue: its own, field by field, else the default of its
+-- groups ('*'); weight 1 when neither sets one
 local function group_limit(g, group)
     local found = redis.pcall('HMGET', g.limits, group, '*')
     if found.err then return NO_LIMIT end
-    return parse_limit(found[1] or found[2])
+    local own, default = parse_limit(found[1]), parse_limit(found[2])
+    local limit = {running = own.running or default.running,
+        weight = own.weight or default.weight or 1}
+    if own.starts then
+        limit.starts, limit.per = own.starts, own.per
+    else
+        limit.starts, limit.per = default.starts, default.per
+    end
+    return limit
 end
 
--- the turn a group joining the fair share now takes (see the top)
-local function joining_turn(g, limit)
-    local read = redis.pcall('GET', g.clock)
-    local clock = (type(read) == 'string' and tonumber(read)) or 0
-    local stride = 1 / limit.weight
-    return string.format('%.17g', clock + stride - stride / 1000000)
+local function turn_text(turn)
+    return string.format('%.17g', turn)
+end
+
+-- the turn `group` takes as it joins: the later of the clock and the turn it saved when
+-- it left (forgotten now)
+local function joining_turn(g, group)
+    local read = redis.pcall('HMGET', g.fair, '', group)
+    if read.err then return '0' end
+    local clock, saved = tonumber(read[1]) or 0, tonumber(read[2])
+    if saved then redis.call('HDEL', g.fair, group) end
+    if saved and saved > clock then return turn_text(saved) end
+    return turn_text(clock)
+end
+
+-- `group` leaves its turn, saving it (`turn`, its next one) for when it joins again
+local function leave_turn(g, group, turn)
+    redis.pcall('ZREM', g.groups, group)
+    redis.pcall('HSET', g.fair, group, turn)
 end
 
 -- a group whose tasks wait takes a turn, unless it has one or is held back
 local function group_join(g, group)
     local active, held = redis.pcall('ZSCORE', g.groups, group),
         redis.pcall('ZSCORE', g.held, group)
-    if active or held then return end  -- (an error reply is a table: no turn given)
-    redis.pcall('ZADD', g.groups, joining_turn(g, group_limit(g, group)), group)
+    if type(active) == 'string' or type(held) == 'string' then return end
+    redis.pcall('ZADD', g.groups, joining_turn(g, group), group)
 end
 
 -- put task `id` in the line of `group` at `priority`, at the back (or the `front`); false
@@ -111,17 +141,20 @@ local function group_remove(g, id, group)
     local line = g.lines .. group
     redis.pcall('ZREM', line, id)  -- (of another type: the reserve step drops the entry)
     if redis.call('EXISTS', line) == 0 then
-        redis.pcall('ZREM', g.groups, group)
+        local turn = redis.pcall('ZSCORE', g.groups, group)
+        if type(turn) == 'string' then leave_turn(g, group, turn) end
         redis.pcall('ZREM', g.held, group)
     end
     return true
 end
 
--- a group held back takes a turn again (a slot freed, its window opened, a limit changed)
+-- a group held back takes a turn again (a slot freed, its window opened, a limit
+-- changed), and the idle workers are told
 local function group_release(g, group)
     if redis.pcall('ZREM', g.held, group) ~= 1 then return end
     if redis.call('EXISTS', g.lines .. group) == 1 then
-        redis.pcall('ZADD', g.groups, joining_turn(g, group_limit(g, group)), group)
+        redis.pcall('ZADD', g.groups, joining_turn(g, group), group)
+        redis.pcall('PUBLISH', g.channel, 1)
     end
 end
 
@@ -150,7 +183,7 @@ end
 
 -- the starts of a window (sorted set `key`) within its last `per` seconds at `now`
 local function starts_within(key, per, now)
-    redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. string.format('%.17g', now - per))
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. turn_text(now - per))
     return redis.call('ZCARD', key)
 end
 
@@ -167,7 +200,7 @@ end
 -- count a start in a window of `limit` (sorted set `key`), kept as long as the window
 local function count_start(key, limit, member, now)
     if not limit.starts then return end
-    redis.call('ZADD', key, string.format('%.17g', now), member)
+    redis.call('ZADD', key, turn_text(now), member)
     redis.call('PEXPIRE', key, math.ceil(((limit.per or 0) + 1) * 1000))
 end
 
@@ -179,45 +212,56 @@ local function queue_closed(g, limit, leases, now)
     return nil
 end
 
+-- the keys one group's take writes, with their types: all of them checked first
+local function group_keys(g, group)
+    return {{g.lines .. group, 'zset'}, {g.slots .. group, 'set'},
+        {g.starts .. group, 'zset'}, {g.queue_starts, 'zset'}, {g.fair, 'hash'}}
+end
+
 -- the next task of a queue's groups that may start: {id, score, group, its limit, its
 -- turn} taken out of its line (the caller puts it in its holder's reserved list), or nil
--- when none may. A group whose limit is reached is held back on the way; the groups held
--- until their window opened are back first.
+-- and why: 'more' when it stopped at its bound before finding one (some groups held back
+-- on the way), {key, type found, type it must hold} when a key of the group it came to
+-- holds another type (nothing written for that group). A group whose limit is reached is
+-- held back on the way; groups held until their window opened take their turn first.
 local function group_take(g, leases, now)
-    local due = redis.call('ZRANGEBYSCORE', g.held, '-inf', string.format('%.17g', now))
+    local due = redis.call('ZRANGEBYSCORE', g.held, '-inf', turn_text(now), 'LIMIT', 0,
+        RELEASES_PER_TAKE)
     for _, group in ipairs(due) do group_release(g, group) end
-    while true do
+    for _ = 1, LOOKS_PER_TAKE do
         local top = redis.call('ZRANGE', g.groups, 0, 0, 'WITHSCORES')
         local group, turn = top[1], top[2]
         if not group then return nil end
+        local bad, found, kind = misfit(group_keys(g, group))
+        if bad then return nil, {bad, found, kind} end
         local limit = group_limit(g, group)
         local reopens = window_closed(g.starts .. group, limit, now)
         if limit.running and slots_taken(g, group, leases) >= limit.running then
             reopens = math.max(reopens or 0, now + RECHECK)
         end
         if reopens then
-            redis.call('ZREM', g.groups, group)
-            redis.call('ZADD', g.held, string.format('%.17g', reopens), group)
+            leave_turn(g, group, turn)
+            redis.call('ZADD', g.held, turn_text(reopens), group)
         else
             local popped = redis.call('ZPOPMIN', g.lines .. group)
             if popped[1] then
                 redis.call('ZREM', g.grouped, popped[1])
-                redis.call('SET', g.clock, turn)
+                redis.call('HSET', g.fair, '', turn)
+                local after = turn_text(tonumber(turn) + 1 / limit.weight)
                 if redis.call('EXISTS', g.lines .. group) == 1 then
-                    redis.call('ZADD', g.groups,
-                        string.format('%.17g', tonumber(turn) + 1 / limit.weight), group)
-                else
+                    redis.call('ZADD', g.groups, after, group)
+                elseif redis.call('EXISTS', g.groups, g.held) == 1 then
+                    leave_turn(g, group, after)
+                else  -- no group waits any more: the clock starts again from 0
                     redis.call('ZREM', g.groups, group)
-                    -- no group waits any more: the clock starts again from 0
-                    if redis.call('EXISTS', g.groups, g.held) == 0 then
-                        redis.call('DEL', g.clock)
-                    end
+                    redis.call('DEL', g.fair)
                 end
                 return {popped[1], popped[2], group, limit, turn}
             end
             redis.call('ZREM', g.groups, group)  -- nothing waits in it after all
         end
     end
+    return nil, 'more'
 end
 
 -- put a task just taken by `group_take` back where it waited (`taken`), its group's turn
@@ -226,12 +270,13 @@ local function group_untake(g, taken)
     local id, score, group, turn = taken[1], taken[2], taken[3], taken[5]
     redis.call('ZADD', g.lines .. group, score, id)
     redis.call('ZADD', g.grouped, score, id)
+    redis.call('HDEL', g.fair, group)
     redis.call('ZADD', g.groups, turn, group)
 end
 
 -- a task of `group` taken by `group_take` starts (attempt `attempt`): it holds a slot of
 -- its group, and counts in the windows of its group's limit and its queue's (`queue`,
--- nil when the queue has no limit of its own)
+-- nil when the queue has no limit of its own); their types were checked by the take
 local function group_started(g, taken, attempt, queue, now)
     local id, group, limit = taken[1], taken[3], taken[4]
     redis.call('SADD', g.slots .. group, id)

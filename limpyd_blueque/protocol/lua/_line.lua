@@ -44,10 +44,15 @@ end
 -- put the pending task `id` (hash `key`) in line at `priority`, at the back (or the
 -- `front`): in its group's line when it has a group (`u.g`: the keys of the queue's
 -- groups), else in the queue's
+-- (a task of a group that cannot join its group's line, a key of the group being of
+-- another type, waits in the prioritized set: only this library's workers take it, as a
+-- task of no group, until an operator sets the key aside)
 local function line_put(u, id, key, priority, front)
     local group = group_of(redis.call('HGET', key, 'group'))
-    if not (group and group_push(u.g, id, group, priority, front)) then
+    if not group then
         line_push(u.pending, u.prioritized, id, priority, front)
+    elseif not group_push(u.g, id, group, priority, front) then
+        redis.call('ZADD', u.prioritized, rank_score(u.prioritized, priority, front), id)
     end
 end
 
@@ -131,15 +136,16 @@ end
 -- the line keys of a queue (its utube keys among them), from the script's KEYS and ARGV
 -- (`layout`: keys.KeySpace.group_layout)
 -- (`u.g` is read from the layout the first time it is used: most steps never need it)
+local LINE_KEYS = {__index = function(keys, name)
+    if name ~= 'g' then return nil end
+    local g = groups_of(rawget(keys, 'layout'))
+    rawset(keys, 'g', g)
+    return g
+end}
 local function utube_keys(utubes, waiting, lists, prefix, queue, pending, prioritized, layout)
-    local u = {utubes = utubes, waiting = waiting, lists = lists, prefix = prefix,
-        queue = queue, pending = pending, prioritized = prioritized}
-    return setmetatable(u, {__index = function(keys, name)
-        if name ~= 'g' then return nil end
-        local g = groups_of(layout)
-        rawset(keys, 'g', g)
-        return g
-    end})
+    return setmetatable({utubes = utubes, waiting = waiting, lists = lists, prefix = prefix,
+        queue = queue, pending = pending, prioritized = prioritized, layout = layout},
+        LINE_KEYS)
 end
 
 -- true when task `id` may hold utube `name`: it does, nobody does, or its holder no

@@ -26,6 +26,8 @@ local refused = refuse_misfit({{KEYS[1], 'list'}, {KEYS[2], 'zset'}, {KEYS[3], '
     {KEYS[20], 'zset'}})
 if refused then return refused end
 local g = groups_of(ARGV[6])
+refused = refuse_misfit({{g.grouped, 'zset'}, {g.groups, 'zset'}, {g.held, 'zset'}})
+if refused then return refused end
 local sources = {{KEYS[20], 'zset'}, {KEYS[1], 'list'}, {KEYS[2], 'zset'}, {KEYS[3], 'zset'},
     {g.grouped, 'zset'}}
 local deletes = {pending = true, scheduled = true}
@@ -73,13 +75,18 @@ end
 if deleted > 0 then redis.call('HINCRBY', KEYS[6], 'calls.delete', deleted) end
 if taken >= limit then return {deleted, 0} end
 -- every waiting task of the groups is gone: their lines and turns go too
+local waiting_groups = {}
 for _, set in ipairs({g.groups, g.held}) do
     for _, group in ipairs(redis.call('ZRANGE', set, 0, -1)) do
         redis.call('DEL', g.lines .. group)
+        waiting_groups[#waiting_groups + 1] = group
     end
 end
-redis.call('DEL', g.groups, g.held, g.clock)
-if mode == 'drop' then
+redis.call('DEL', g.groups, g.held, g.fair)
+if mode == 'drop' then  -- no task runs: the slots and windows of those groups go too
+    for _, group in ipairs(waiting_groups) do
+        redis.call('DEL', g.slots .. group, g.starts .. group)
+    end
     redis.call('DEL', g.limits, g.queue_starts)
     for _, name in ipairs(redis.call('HKEYS', KEYS[19])) do
         redis.call('DEL', ARGV[5] .. name)

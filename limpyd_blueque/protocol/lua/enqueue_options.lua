@@ -138,7 +138,9 @@ local function put(key, id, parameters, task)
         if utube_join(u, id, key, task.utube, now, task.front) then return id, 1, 1 end
         return id, 1, 0
     end
-    if task.group == '' or not group_push(u.g, id, task.group, task.priority, task.front) then
+    if task.group ~= '' then  -- the keys of its group were found of their type above
+        group_push(u.g, id, task.group, task.priority, task.front)
+    else
         line_push(k.pending, k.prioritized, id, task.priority, task.front)
     end
     return id, 1, 1

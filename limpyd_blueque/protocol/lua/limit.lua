@@ -1,7 +1,7 @@
 -- Set or remove a limit of a queue (see _groups.lua), then let every group held back by a
 -- limit look again at its next turn: a limit raised or removed applies at once.
 -- KEYS[1] <prefix>:limits:<queue>, KEYS[2] <prefix>:held:<queue>,
--- KEYS[3] <prefix>:groups:<queue>, KEYS[4] <prefix>:fair:<queue>
+-- KEYS[3] <prefix>:groups:<queue>, KEYS[4] <prefix>:fair:<queue> (the fair share's turns)
 -- ARGV[1] 'set' or 'remove', ARGV[2] whose limit: '' (the queue as a whole), '*' (the
 -- default of its groups) or a group, ARGV[3] the limit as stored ('set'), ARGV[4] the keys
 -- of the queue's groups (keys.KeySpace.group_layout)

@@ -68,8 +68,9 @@ for i = 1, #KEYS / 15 do
             redis.call('ZREM', leases, id)
         end
     elseif status ~= 'reserved' and status ~= 'started' then
-        -- finished or gone: only a stale lease entry is left to remove
+        -- finished or gone: only a stale lease entry (and slot) is left to remove
         redis.call('ZREM', leases, id)
+        slot_free(u.g, redis.call('HGET', task, 'group'), id)
     elseif (expected == '' or expected == attempt) and (holder == '' or holder == node)
             and (mode == 'gone' or (mode == 'dead' and not ((tonumber(
                 redis.call('HGET', task, 'alive_until')) or 0) > now))

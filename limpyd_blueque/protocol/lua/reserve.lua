@@ -175,9 +175,13 @@ for i = 1, #KEYS / N do
     end
 end
 
--- a queue found broken on the way: reported, and passed over from now on
-local function break_queue(entry)
-    local bad, found, kind = misfit(structures(entry[2]))
+-- a queue found broken on the way (`why`: its misfit key, the type found and the type it
+-- must hold, when known): reported, and passed over from now on
+local function break_queue(entry, why)
+    local bad, found, kind
+    if why then bad, found, kind = why[1], why[2], why[3] else
+        bad, found, kind = misfit(structures(entry[2]))
+    end
     for _, value in ipairs({entry[1], bad or '', found or 'value of another type', kind or ''}) do
         broken[#broken + 1] = value
     end
@@ -384,15 +388,18 @@ end
 
 -- then the tasks of the groups, queue by queue (a key of another type among a queue's
 -- group keys breaks that queue only)
-local j = 1
+local j, stopped = 1, false
 while passed < bound and j <= #open_queues do
     local entry = open_queues[j]
     local k = entry[2]
-    local ok, taken = pcall(group_take, k.u.g, k.leases, server_now)
+    local ok, taken, why = pcall(group_take, k.u.g, k.leases, server_now)
     if not ok then
         if not misfit(structures(k)) then error(taken, 0) end
         break_queue(entry)  -- the next queue is now at j
+    elseif type(why) == 'table' then  -- a key of the group it came to, of another type
+        break_queue(entry, why)
     elseif not taken then
+        stopped = stopped or why == 'more'
         j = j + 1
     else
         local id = taken[1]
@@ -405,5 +412,5 @@ while passed < bound and j <= #open_queues do
     end
 end
 local more = 0
-if passed >= bound then more = 1 end
+if passed >= bound or stopped then more = 1 end
 return {0, '', {}, '', '', '', dropped, quarantined, broken, more, expired}
