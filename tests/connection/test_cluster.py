@@ -87,7 +87,8 @@ def test_groups_and_their_limits_on_one_slot(bound, cluster):
     first = Queue.reserve_from(["exports"], LISTENER)[0]
     assert Queue.reserve_from(["exports"], LISTENER)[0].task_id == late.task_id
     assert Queue.reserve_from(["exports"], LISTENER)[0] is None  # both at their limit
-    assert queue.limits()["*"].running == 1  # customer:1 still waits; customer:2 none
+    assert queue.limits()["*"].running == 2  # one of each group, both under '*'
+    assert queue.limits()["*"].waiting == 2  # customer:1's, held back
     first.complete("ok", listener_id=LISTENER)
     assert Queue.reserve_from(["exports"], LISTENER)[0].group.hget() == "customer:1"
     slots = {redis.Redis(port=port).cluster("keyslot", key)
