@@ -26,12 +26,6 @@
 -- cannot be let go is left to the check of `slots_taken`. The reserve step reports such
 -- a key (a queue broken, as its other keys).
 local RANK_SPAN = 4294967296  -- 2^32: ranks stay within half of it either way
-local NO_LIMIT = {weight = 1}
-local RECHECK = 60
--- most held groups taken back, and most groups looked at, by one reserve step (the step
--- says when it stopped there: its worker tries again at once)
-local RELEASES_PER_TAKE, LOOKS_PER_TAKE = 10, 20
-
 -- the keys of a queue's groups, from their layout (one argument, space-separated)
 local function groups_of(layout)
     local p = {}
@@ -59,227 +53,245 @@ local function rank_score(zset, priority, front)
     return string.format('%.0f', score)
 end
 
--- a limit as stored ('max_running max_starts per weight', '-' for each unset): a table
--- of the numbers set (nil each unset)
-local function parse_limit(text)
-    local values, names = {}, {'running', 'starts', 'per', 'weight'}
-    if not text then return values end
-    local n = 0
-    for part in string.gmatch(text, '%S+') do
-        n = n + 1
-        if names[n] then values[names[n]] = tonumber(part) end
+-- The functions below are defined when a step first needs them (`groups()`): Redis runs
+-- a script's whole text at each call, and a step on a task of no group defines none.
+local group_functions = nil
+local function groups()
+    if group_functions then return group_functions end
+    local NO_LIMIT = {weight = 1}
+    local RECHECK = 60
+    -- most held groups taken back, and most groups looked at, by one reserve step (the step
+    -- says when it stopped there: its worker tries again at once)
+    local RELEASES_PER_TAKE, LOOKS_PER_TAKE = 10, 20
+
+    -- a limit as stored ('max_running max_starts per weight', '-' for each unset): a table
+    -- of the numbers set (nil each unset)
+    local function parse_limit(text)
+        local values, names = {}, {'running', 'starts', 'per', 'weight'}
+        if not text then return values end
+        local n = 0
+        for part in string.gmatch(text, '%S+') do
+            n = n + 1
+            if names[n] then values[names[n]] = tonumber(part) end
+        end
+        if values.weight and values.weight <= 0 then values.weight = nil end
+        return values
     end
-    if values.weight and values.weight <= 0 then values.weight = nil end
-    return values
-end
 
--- the limit of `group` of a queue: its own, field by field, else the default of its
--- groups ('*'); weight 1 when neither sets one
-local function group_limit(g, group)
-    local found = redis.pcall('HMGET', g.limits, group, '*')
-    if found.err then return NO_LIMIT end
-    local own, default = parse_limit(found[1]), parse_limit(found[2])
-    local limit = {running = own.running or default.running,
-        weight = own.weight or default.weight or 1}
-    if own.starts then
-        limit.starts, limit.per = own.starts, own.per
-    else
-        limit.starts, limit.per = default.starts, default.per
+    -- the limit of `group` of a queue: its own, field by field, else the default of its
+    -- groups ('*'); weight 1 when neither sets one
+    local function group_limit(g, group)
+        local found = redis.pcall('HMGET', g.limits, group, '*')
+        if found.err then return NO_LIMIT end
+        local own, default = parse_limit(found[1]), parse_limit(found[2])
+        local limit = {running = own.running or default.running,
+            weight = own.weight or default.weight or 1}
+        if own.starts then
+            limit.starts, limit.per = own.starts, own.per
+        else
+            limit.starts, limit.per = default.starts, default.per
+        end
+        return limit
     end
-    return limit
-end
 
-local function turn_text(turn)
-    return string.format('%.17g', turn)
-end
-
--- the turn `group` takes as it joins: the later of the clock and the turn it saved when
--- it left (forgotten now)
-local function joining_turn(g, group)
-    local read = redis.pcall('HMGET', g.fair, '', group)
-    if read.err then return '0' end
-    local clock, saved = tonumber(read[1]) or 0, tonumber(read[2])
-    if saved then redis.call('HDEL', g.fair, group) end
-    if saved and saved > clock then return turn_text(saved) end
-    return turn_text(clock)
-end
-
--- `group` leaves its turn, saving it (`turn`, its next one) for when it joins again
-local function leave_turn(g, group, turn)
-    redis.pcall('ZREM', g.groups, group)
-    redis.pcall('HSET', g.fair, group, turn)
-end
-
--- a group whose tasks wait takes a turn, unless it has one or is held back
-local function group_join(g, group)
-    local active, held = redis.pcall('ZSCORE', g.groups, group),
-        redis.pcall('ZSCORE', g.held, group)
-    if type(active) == 'string' or type(held) == 'string' then return end
-    redis.pcall('ZADD', g.groups, joining_turn(g, group), group)
-end
-
--- put task `id` in the line of `group` at `priority`, at the back (or the `front`); false
--- when a key of the group holds another type (nothing written)
-local function group_push(g, id, group, priority, front)
-    local line = g.lines .. group
-    local ok, score = pcall(rank_score, line, priority, front)
-    if not ok or type(redis.pcall('ZADD', g.grouped, score, id)) == 'table' then
-        return false
+    local function turn_text(turn)
+        return string.format('%.17g', turn)
     end
-    if type(redis.pcall('ZADD', line, score, id)) == 'table' then
-        redis.call('ZREM', g.grouped, id)
-        return false
-    end
-    group_join(g, group)
-    return true
-end
 
--- take task `id` out of the line of `group`; true when it was there. A group left with
--- nothing waiting leaves its turn (or its hold).
-local function group_remove(g, id, group)
-    if redis.pcall('ZREM', g.grouped, id) ~= 1 then return false end
-    local line = g.lines .. group
-    redis.pcall('ZREM', line, id)  -- (of another type: the reserve step drops the entry)
-    if redis.call('EXISTS', line) == 0 then
-        local turn = redis.pcall('ZSCORE', g.groups, group)
-        if type(turn) == 'string' then leave_turn(g, group, turn) end
-        redis.pcall('ZREM', g.held, group)
+    -- the turn `group` takes as it joins: the later of the clock and the turn it saved when
+    -- it left (forgotten now)
+    local function joining_turn(g, group)
+        local read = redis.pcall('HMGET', g.fair, '', group)
+        if read.err then return '0' end
+        local clock, saved = tonumber(read[1]) or 0, tonumber(read[2])
+        if saved then redis.call('HDEL', g.fair, group) end
+        if saved and saved > clock then return turn_text(saved) end
+        return turn_text(clock)
     end
-    return true
-end
 
--- a group held back takes a turn again (a slot freed, its window opened, a limit
--- changed), and the idle workers are told
-local function group_release(g, group)
-    if redis.pcall('ZREM', g.held, group) ~= 1 then return end
-    if redis.call('EXISTS', g.lines .. group) == 1 then
+    -- `group` leaves its turn, saving it (`turn`, its next one) for when it joins again
+    local function leave_turn(g, group, turn)
+        redis.pcall('ZREM', g.groups, group)
+        redis.pcall('HSET', g.fair, group, turn)
+    end
+
+    -- a group whose tasks wait takes a turn, unless it has one or is held back
+    local function group_join(g, group)
+        local active, held = redis.pcall('ZSCORE', g.groups, group),
+            redis.pcall('ZSCORE', g.held, group)
+        if type(active) == 'string' or type(held) == 'string' then return end
         redis.pcall('ZADD', g.groups, joining_turn(g, group), group)
-        redis.pcall('PUBLISH', g.channel, 1)
     end
-end
 
--- the running task `id` of `group` lets its slot go (its lease ended); its group, if
--- held back, takes a turn again (its limit is looked at again when its turn comes)
-local function slot_free(g, group, id)
-    if not group or group == '' then return end
-    if redis.pcall('SREM', g.slots .. group, id) == 1 then group_release(g, group) end
-end
+    -- put task `id` in the line of `group` at `priority`, at the back (or the `front`); false
+    -- when a key of the group holds another type (nothing written)
+    local function group_push(g, id, group, priority, front)
+        local line = g.lines .. group
+        local ok, score = pcall(rank_score, line, priority, front)
+        if not ok or type(redis.pcall('ZADD', g.grouped, score, id)) == 'table' then
+            return false
+        end
+        if type(redis.pcall('ZADD', line, score, id)) == 'table' then
+            redis.call('ZREM', g.grouped, id)
+            return false
+        end
+        group_join(g, group)
+        return true
+    end
 
--- the slots of `group` still taken: its members whose lease is held (a member whose
--- lease is gone, its step cut short by another client, is let go here)
-local function slots_taken(g, group, leases)
-    local key = g.slots .. group
-    local members = redis.call('SMEMBERS', key)
-    local taken = 0
-    for _, member in ipairs(members) do
-        if redis.call('ZSCORE', leases, member) then
-            taken = taken + 1
-        else
-            redis.call('SREM', key, member)
+    -- take task `id` out of the line of `group`; true when it was there. A group left with
+    -- nothing waiting leaves its turn (or its hold).
+    local function group_remove(g, id, group)
+        if redis.pcall('ZREM', g.grouped, id) ~= 1 then return false end
+        local line = g.lines .. group
+        redis.pcall('ZREM', line, id)  -- (of another type: the reserve step drops the entry)
+        if redis.call('EXISTS', line) == 0 then
+            local turn = redis.pcall('ZSCORE', g.groups, group)
+            if type(turn) == 'string' then leave_turn(g, group, turn) end
+            redis.pcall('ZREM', g.held, group)
+        end
+        return true
+    end
+
+    -- a group held back takes a turn again (a slot freed, its window opened, a limit
+    -- changed), and the idle workers are told
+    local function group_release(g, group)
+        if redis.pcall('ZREM', g.held, group) ~= 1 then return end
+        if redis.call('EXISTS', g.lines .. group) == 1 then
+            redis.pcall('ZADD', g.groups, joining_turn(g, group), group)
+            redis.pcall('PUBLISH', g.channel, 1)
         end
     end
-    return taken
-end
 
--- the starts of a window (sorted set `key`) within its last `per` seconds at `now`
-local function starts_within(key, per, now)
-    redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. turn_text(now - per))
-    return redis.call('ZCARD', key)
-end
+    -- the running task `id` of `group` lets its slot go (its lease ended); its group, if
+    -- held back, takes a turn again (its limit is looked at again when its turn comes)
+    local function slot_free(g, group, id)
+        if not group or group == '' then return end
+        if redis.pcall('SREM', g.slots .. group, id) == 1 then group_release(g, group) end
+    end
 
--- when a start is allowed again by a window of `limit` (sorted set `key`), or nil when
--- one is allowed now
-local function window_closed(key, limit, now)
-    if not limit.starts then return nil end
-    local per = limit.per or 0
-    if starts_within(key, per, now) < limit.starts then return nil end
-    local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-    return tonumber(oldest[2]) + per
-end
-
--- count a start in a window of `limit` (sorted set `key`), kept as long as the window
-local function count_start(key, limit, member, now)
-    if not limit.starts then return end
-    redis.call('ZADD', key, turn_text(now), member)
-    redis.call('PEXPIRE', key, math.ceil(((limit.per or 0) + 1) * 1000))
-end
-
--- why the queue as a whole may start no task now (its own limit, `limit`): 'running' or
--- 'starts', else nil
-local function queue_closed(g, limit, leases, now)
-    if limit.running and redis.call('ZCARD', leases) >= limit.running then return 'running' end
-    if window_closed(g.queue_starts, limit, now) then return 'starts' end
-    return nil
-end
-
--- the keys one group's take writes, with their types: all of them checked first
-local function group_keys(g, group)
-    return {{g.lines .. group, 'zset'}, {g.slots .. group, 'set'},
-        {g.starts .. group, 'zset'}, {g.queue_starts, 'zset'}, {g.fair, 'hash'}}
-end
-
--- the next task of a queue's groups that may start: {id, score, group, its limit, its
--- turn} taken out of its line (the caller puts it in its holder's reserved list), or nil
--- and why: 'more' when it stopped at its bound before finding one (some groups held back
--- on the way), {key, type found, type it must hold} when a key of the group it came to
--- holds another type (nothing written for that group). A group whose limit is reached is
--- held back on the way; groups held until their window opened take their turn first.
-local function group_take(g, leases, now)
-    local due = redis.call('ZRANGEBYSCORE', g.held, '-inf', turn_text(now), 'LIMIT', 0,
-        RELEASES_PER_TAKE)
-    for _, group in ipairs(due) do group_release(g, group) end
-    for _ = 1, LOOKS_PER_TAKE do
-        local top = redis.call('ZRANGE', g.groups, 0, 0, 'WITHSCORES')
-        local group, turn = top[1], top[2]
-        if not group then return nil end
-        local bad, found, kind = misfit(group_keys(g, group))
-        if bad then return nil, {bad, found, kind} end
-        local limit = group_limit(g, group)
-        local reopens = window_closed(g.starts .. group, limit, now)
-        if limit.running and slots_taken(g, group, leases) >= limit.running then
-            reopens = math.max(reopens or 0, now + RECHECK)
-        end
-        if reopens then
-            leave_turn(g, group, turn)
-            redis.call('ZADD', g.held, turn_text(reopens), group)
-        else
-            local popped = redis.call('ZPOPMIN', g.lines .. group)
-            if popped[1] then
-                redis.call('ZREM', g.grouped, popped[1])
-                redis.call('HSET', g.fair, '', turn)
-                local after = turn_text(tonumber(turn) + 1 / limit.weight)
-                if redis.call('EXISTS', g.lines .. group) == 1 then
-                    redis.call('ZADD', g.groups, after, group)
-                elseif redis.call('EXISTS', g.groups, g.held) == 1 then
-                    leave_turn(g, group, after)
-                else  -- no group waits any more: the clock starts again from 0
-                    redis.call('ZREM', g.groups, group)
-                    redis.call('DEL', g.fair)
-                end
-                return {popped[1], popped[2], group, limit, turn}
+    -- the slots of `group` still taken: its members whose lease is held (a member whose
+    -- lease is gone, its step cut short by another client, is let go here)
+    local function slots_taken(g, group, leases)
+        local key = g.slots .. group
+        local members = redis.call('SMEMBERS', key)
+        local taken = 0
+        for _, member in ipairs(members) do
+            if redis.call('ZSCORE', leases, member) then
+                taken = taken + 1
+            else
+                redis.call('SREM', key, member)
             end
-            redis.call('ZREM', g.groups, group)  -- nothing waits in it after all
         end
+        return taken
     end
-    return nil, 'more'
-end
 
--- put a task just taken by `group_take` back where it waited (`taken`), its group's turn
--- as it was
-local function group_untake(g, taken)
-    local id, score, group, turn = taken[1], taken[2], taken[3], taken[5]
-    redis.call('ZADD', g.lines .. group, score, id)
-    redis.call('ZADD', g.grouped, score, id)
-    redis.call('HDEL', g.fair, group)
-    redis.call('ZADD', g.groups, turn, group)
-end
+    -- the starts of a window (sorted set `key`) within its last `per` seconds at `now`
+    local function starts_within(key, per, now)
+        redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. turn_text(now - per))
+        return redis.call('ZCARD', key)
+    end
 
--- a task of `group` taken by `group_take` starts (attempt `attempt`): it holds a slot of
--- its group, and counts in the windows of its group's limit and its queue's (`queue`,
--- nil when the queue has no limit of its own); their types were checked by the take
-local function group_started(g, taken, attempt, queue, now)
-    local id, group, limit = taken[1], taken[3], taken[4]
-    redis.call('SADD', g.slots .. group, id)
-    count_start(g.starts .. group, limit, id .. ':' .. attempt, now)
-    if queue then count_start(g.queue_starts, queue, id .. ':' .. attempt, now) end
+    -- when a start is allowed again by a window of `limit` (sorted set `key`), or nil when
+    -- one is allowed now
+    local function window_closed(key, limit, now)
+        if not limit.starts then return nil end
+        local per = limit.per or 0
+        if starts_within(key, per, now) < limit.starts then return nil end
+        local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+        return tonumber(oldest[2]) + per
+    end
+
+    -- count a start in a window of `limit` (sorted set `key`), kept as long as the window
+    local function count_start(key, limit, member, now)
+        if not limit.starts then return end
+        redis.call('ZADD', key, turn_text(now), member)
+        redis.call('PEXPIRE', key, math.ceil(((limit.per or 0) + 1) * 1000))
+    end
+
+    -- why the queue as a whole may start no task now (its own limit, `limit`): 'running' or
+    -- 'starts', else nil
+    local function queue_closed(g, limit, leases, now)
+        if limit.running and redis.call('ZCARD', leases) >= limit.running then return 'running' end
+        if window_closed(g.queue_starts, limit, now) then return 'starts' end
+        return nil
+    end
+
+    -- the keys one group's take writes, with their types: all of them checked first
+    local function group_keys(g, group)
+        return {{g.lines .. group, 'zset'}, {g.slots .. group, 'set'},
+            {g.starts .. group, 'zset'}, {g.queue_starts, 'zset'}, {g.fair, 'hash'}}
+    end
+
+    -- the next task of a queue's groups that may start: {id, score, group, its limit, its
+    -- turn} taken out of its line (the caller puts it in its holder's reserved list), or nil
+    -- and why: 'more' when it stopped at its bound before finding one (some groups held back
+    -- on the way), {key, type found, type it must hold} when a key of the group it came to
+    -- holds another type (nothing written for that group). A group whose limit is reached is
+    -- held back on the way; groups held until their window opened take their turn first.
+    local function group_take(g, leases, now)
+        local due = redis.call('ZRANGEBYSCORE', g.held, '-inf', turn_text(now), 'LIMIT', 0,
+            RELEASES_PER_TAKE)
+        for _, group in ipairs(due) do group_release(g, group) end
+        for _ = 1, LOOKS_PER_TAKE do
+            local top = redis.call('ZRANGE', g.groups, 0, 0, 'WITHSCORES')
+            local group, turn = top[1], top[2]
+            if not group then return nil end
+            local bad, found, kind = misfit(group_keys(g, group))
+            if bad then return nil, {bad, found, kind} end
+            local limit = group_limit(g, group)
+            local reopens = window_closed(g.starts .. group, limit, now)
+            if limit.running and slots_taken(g, group, leases) >= limit.running then
+                reopens = math.max(reopens or 0, now + RECHECK)
+            end
+            if reopens then
+                leave_turn(g, group, turn)
+                redis.call('ZADD', g.held, turn_text(reopens), group)
+            else
+                local popped = redis.call('ZPOPMIN', g.lines .. group)
+                if popped[1] then
+                    redis.call('ZREM', g.grouped, popped[1])
+                    redis.call('HSET', g.fair, '', turn)
+                    local after = turn_text(tonumber(turn) + 1 / limit.weight)
+                    if redis.call('EXISTS', g.lines .. group) == 1 then
+                        redis.call('ZADD', g.groups, after, group)
+                    elseif redis.call('EXISTS', g.groups, g.held) == 1 then
+                        leave_turn(g, group, after)
+                    else  -- no group waits any more: the clock starts again from 0
+                        redis.call('ZREM', g.groups, group)
+                        redis.call('DEL', g.fair)
+                    end
+                    return {popped[1], popped[2], group, limit, turn}
+                end
+                redis.call('ZREM', g.groups, group)  -- nothing waits in it after all
+            end
+        end
+        return nil, 'more'
+    end
+
+    -- put a task just taken by `group_take` back where it waited (`taken`), its group's turn
+    -- as it was
+    local function group_untake(g, taken)
+        local id, score, group, turn = taken[1], taken[2], taken[3], taken[5]
+        redis.call('ZADD', g.lines .. group, score, id)
+        redis.call('ZADD', g.grouped, score, id)
+        redis.call('HDEL', g.fair, group)
+        redis.call('ZADD', g.groups, turn, group)
+    end
+
+    -- a task of `group` taken by `group_take` starts (attempt `attempt`): it holds a slot of
+    -- its group, and counts in the windows of its group's limit and its queue's (`queue`,
+    -- nil when the queue has no limit of its own); their types were checked by the take
+    local function group_started(g, taken, attempt, queue, now)
+        local id, group, limit = taken[1], taken[3], taken[4]
+        redis.call('SADD', g.slots .. group, id)
+        count_start(g.starts .. group, limit, id .. ':' .. attempt, now)
+        if queue then count_start(g.queue_starts, queue, id .. ':' .. attempt, now) end
+    end
+
+    group_functions = {push = group_push, remove = group_remove, release = group_release,
+        slot_free = slot_free, take = group_take, untake = group_untake,
+        started = group_started, count_start = count_start, queue_closed = queue_closed,
+        parse_limit = parse_limit}
+    return group_functions
 end

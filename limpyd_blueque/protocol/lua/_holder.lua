@@ -24,7 +24,7 @@ local function let_go(task, reserved, started, leases, id, listener, stalled, g)
     redis.call('LREM', reserved, 1, id)
     redis.call('SREM', started, listener .. ' ' .. pid .. ' ' .. id)
     redis.call('ZREM', leases, id)
-    slot_free(g, held[2], id)
+    if held[2] then groups().slot_free(g, held[2], id) end
     unflag_stalled(task, stalled, id)
     redis.call('HDEL', task, 'node', 'pid', 'pstart', 'alive_until')
 end

@@ -51,7 +51,7 @@ local function line_put(u, id, key, priority, front)
     local group = group_of(redis.call('HGET', key, 'group'))
     if not group then
         line_push(u.pending, u.prioritized, id, priority, front)
-    elseif not group_push(u.g, id, group, priority, front) then
+    elseif not groups().push(u.g, id, group, priority, front) then
         redis.call('ZADD', u.prioritized, rank_score(u.prioritized, priority, front), id)
     end
 end
@@ -65,7 +65,7 @@ end
 -- (`u`: see utube_keys)
 local function line_remove(u, id, key)
     local group = group_of(redis.call('HGET', key, 'group'))
-    if group and group_remove(u.g, id, group) then return true end  -- else maybe in the
+    if group and groups().remove(u.g, id, group) then return true end  -- else maybe in the
     -- queue's line (it could not join its group's)
     if redis.call('ZREM', u.prioritized, id) == 1 then return true end
     return redis.call('LREM', u.pending, 0, id) > 0

@@ -139,7 +139,7 @@ local function put(key, id, parameters, task)
         return id, 1, 0
     end
     if task.group ~= '' then  -- the keys of its group were found of their type above
-        group_push(u.g, id, task.group, task.priority, task.front)
+        groups().push(u.g, id, task.group, task.priority, task.front)
     else
         line_push(k.pending, k.prioritized, id, task.priority, task.front)
     end

@@ -87,7 +87,7 @@ if not (try(redis.pcall('LREM', KEYS[2], 1, id),
     return refuse_misfit(MISFITS) or redis.error_reply('BADKEY a key of the task holds '
         .. 'a value of another type')
 end
-if got[11] then slot_free(groups_of(ARGV[16]), got[11], id) end
+if got[11] then groups().slot_free(groups_of(ARGV[16]), got[11], id) end
 if got[7] then  -- no longer stalled
     redis.pcall('ZREM', KEYS[14], id)
     redis.call('HDEL', task, 'stalled_at')

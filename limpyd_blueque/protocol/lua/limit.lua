@@ -16,6 +16,6 @@ if ARGV[1] == 'set' then
 else
     changed = redis.call('HDEL', KEYS[1], ARGV[2]) == 1
 end
-for _, group in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do group_release(g, group) end
+for _, group in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do groups().release(g, group) end
 if changed then return 1 end
 return 0

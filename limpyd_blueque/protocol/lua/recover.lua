@@ -70,7 +70,8 @@ for i = 1, #KEYS / 15 do
     elseif status ~= 'reserved' and status ~= 'started' then
         -- finished or gone: only a stale lease entry (and slot) is left to remove
         redis.call('ZREM', leases, id)
-        slot_free(u.g, redis.call('HGET', task, 'group'), id)
+        local group = redis.call('HGET', task, 'group')
+        if group then groups().slot_free(u.g, group, id) end
     elseif (expected == '' or expected == attempt) and (holder == '' or holder == node)
             and (mode == 'gone' or (mode == 'dead' and not ((tonumber(
                 redis.call('HGET', task, 'alive_until')) or 0) > now))
@@ -80,7 +81,7 @@ for i = 1, #KEYS / 15 do
         redis.call('LREM', reserved_prefix .. node, 1, id)
         redis.call('SREM', started, node .. ' ' .. pid .. ' ' .. id)
         redis.call('ZREM', leases, id)
-        slot_free(u.g, held[2], id)
+        if held[2] then groups().slot_free(u.g, held[2], id) end
         unflag_stalled(task, stalled, id)  -- an index: see _finished.lua
         redis.call('HDEL', task, 'node', 'pid', 'pstart', 'alive_until')
         local used = (tonumber(attempt) or 0)

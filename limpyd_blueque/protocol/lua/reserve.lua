@@ -161,10 +161,10 @@ for i = 1, #KEYS / N do
         if refused(text) then
             bad, found, kind = k.u.g.limits, redis.call('TYPE', k.u.g.limits)['ok'], 'hash'
         elseif text then
-            local limit = parse_limit(text)
+            local limit = groups().parse_limit(text)
             if limit.running or limit.starts then
                 k.queue_limit = limit
-                closed = queue_closed(k.u.g, limit, k.leases, server_now) ~= nil
+                closed = groups().queue_closed(k.u.g, limit, k.leases, server_now) ~= nil
             end
         end
     end
@@ -352,9 +352,10 @@ local function settle(entry, id, untaken, taken)
         end
         redis.call('HSET', key, unpack(fields))
         if taken then
-            group_started(k.u.g, taken, attempt, k.queue_limit, server_now)
+            groups().started(k.u.g, taken, attempt, k.queue_limit, server_now)
         elseif k.queue_limit then
-            count_start(k.u.g.queue_starts, k.queue_limit, id .. ':' .. attempt, server_now)
+            groups().count_start(k.u.g.queue_starts, k.queue_limit, id .. ':' .. attempt,
+                server_now)
         end
         if not tallied then observe(k.stats, 'wait', f.updated, now) end
         if f.expires_at then redis.call('ZREM', k.expiry, id) end  -- never expires now
@@ -392,7 +393,7 @@ local j, stopped = 1, false
 while passed < bound and j <= #open_queues do
     local entry = open_queues[j]
     local k = entry[2]
-    local ok, taken, why = pcall(group_take, k.u.g, k.leases, server_now)
+    local ok, taken, why = pcall(groups().take, k.u.g, k.leases, server_now)
     if not ok then
         if not misfit(structures(k)) then error(taken, 0) end
         break_queue(entry)  -- the next queue is now at j
@@ -406,7 +407,7 @@ while passed < bound and j <= #open_queues do
         redis.call('LPUSH', k.reserved, id)
         local reply = settle(entry, id, function()
             redis.call('LREM', k.reserved, 1, id)
-            group_untake(k.u.g, taken)
+            groups().untake(k.u.g, taken)
         end, taken)
         if reply then return reply end
     end
