@@ -56,10 +56,10 @@ class Queue(BluequeModel):
 
     One class, though long: every step an application or an operator takes on a queue
     (enqueue, reserve, Tarantool's operations, counts, periodic tasks, setting a bad key
-    aside, pausing) is a method of the model it is called on, each a thin call of its
-    step. The orders to workers (`tell_worker`, `worker_controls`) are class methods here
-    beside `worker_records` and the pauses a worker reads with its order in one round
-    trip.
+    aside, pausing, its limits across workers) is a method of the model it is called on,
+    each a thin call of its step. The orders to workers (`tell_worker`,
+    `worker_controls`) are class methods here beside `worker_records` and the pauses a
+    worker reads with its order in one round trip.
     """
 
     name = QueueNameField()

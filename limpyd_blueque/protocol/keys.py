@@ -82,7 +82,11 @@ def check_listener_id(listener_id: object) -> str:
 
 
 class KeySpace:
-    """The keys of one Blueque installation, named by its prefix."""
+    """The keys of one Blueque installation, named by its prefix.
+
+    One class, though long: it is the one place that spells a key (one short method per
+    structure), so that a key's name, its hash tag and its documentation live together.
+    """
 
     def __init__(self, prefix: str = DEFAULT_PREFIX, cluster: bool = False) -> None:
         if not isinstance(prefix, str) or not PREFIX_RE.match(prefix):

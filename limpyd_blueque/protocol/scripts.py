@@ -785,13 +785,10 @@ class Scripts(ScriptRunner):
                               max_attempts, PASS_OVER_BOUND, retention.failure_ttl,
                               1 if tally is not None else None]
         for queue, ttr in zip(queues, ttrs):
-            keys += [k.pending(queue), k.reserved(queue, listener_id), k.leases(queue),
-                     k.started(queue), k.queue_settings(queue), k.failed(queue),
-                     k.prioritized(queue), k.identifiers(queue), k.expiry(queue),
-                     k.expired(queue), k.statistics(queue), k.utubes(queue),
-                     k.utube_waiting(queue), k.retention(queue)]
-            args += [ttr, queue, k.utube_lists(queue), k.group_layout(queue),
-                     0 if queue in unlimited else None]
+            queue_keys, queue_args = self._reserve_queue(queue, listener_id, ttr,
+                                                         queue in unlimited)
+            keys += queue_keys
+            args += queue_args
         reply = self._run("reserve", keys, args)
         index, task_id, flat = reply[:3]
         passed = PassedOver.from_reply(queues, *reply[6:11])
@@ -802,6 +799,19 @@ class Scripts(ScriptRunner):
             tally.taken(queue, reply[13], now)
         return Reservation.from_reply(task_id, queue, flat, [*reply[3:6], reply[11]],
                                       reply[12], reply[14:16]), passed
+
+    def _reserve_queue(self, queue: str, listener_id: str, ttr: float | str | None,
+                       unlimited: bool) -> tuple[list[str], list[object]]:
+        """The fourteen keys and five arguments of one queue in the reserve step (see
+        lua/reserve.lua)."""
+        k = self.keys
+        return ([k.pending(queue), k.reserved(queue, listener_id), k.leases(queue),
+                 k.started(queue), k.queue_settings(queue), k.failed(queue),
+                 k.prioritized(queue), k.identifiers(queue), k.expiry(queue),
+                 k.expired(queue), k.statistics(queue), k.utubes(queue),
+                 k.utube_waiting(queue), k.retention(queue)],
+                [ttr, queue, k.utube_lists(queue), k.group_layout(queue),
+                 0 if unlimited else None])
 
     def _reserve_each(self, queues: Sequence[str], listener_id: str, now: float,
                       ttrs: Sequence[float | str | None], **terms: Any,
