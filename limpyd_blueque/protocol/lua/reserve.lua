@@ -342,13 +342,17 @@ local function settle(entry, id, untaken, taken)
         redis.call('ZADD', k.leases, deadline, id)
         local fields
         local attempt = tostring((tonumber(f.attempt) or 0) + 1)
+        -- `started_at` is the instant a window of starts counts (see _groups.lua): the
+        -- server's, written when the task is taken, whether it starts here or in a
+        -- process of its own (start.lua leaves it)
+        local stamp = string.format('%.6f', server_now)
         if pid == '' then
             fields = {'attempt', attempt, 'status', 'reserved', 'node', listener,
-                'updated', now}
+                'updated', now, 'started_at', stamp}
         else
             redis.call('SADD', k.started, listener .. ' ' .. pid .. ' ' .. id)
             fields = {'attempt', attempt, 'status', 'started', 'node', listener,
-                'pid', pid, 'pstart', ARGV[5], 'updated', now, 'started_at', now}
+                'pid', pid, 'pstart', ARGV[5], 'updated', now, 'started_at', stamp}
         end
         redis.call('HSET', key, unpack(fields))
         if taken then

@@ -8,6 +8,7 @@ if refused then return refused end
 refused = refuse_unless_held(KEYS[1], {reserved = true}, ARGV[2], ARGV[5])
 if refused then return refused end
 redis.call('SADD', KEYS[2], ARGV[2] .. ' ' .. ARGV[3] .. ' ' .. ARGV[1])
+-- its `started_at` was written when it was taken (reserve.lua)
 redis.call('HSET', KEYS[1], 'status', 'started', 'pid', ARGV[3], 'pstart', ARGV[6],
-    'updated', ARGV[4], 'started_at', ARGV[4])
+    'updated', ARGV[4])
 return {1}
