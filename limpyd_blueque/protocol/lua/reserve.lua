@@ -32,10 +32,10 @@
 -- Each term is the task's own, else its queue's, else the default (see _terms.lua).
 -- Lease ends are timed by the server's clock, so clients' clocks need not agree.
 -- A queue one of whose keys holds another type is skipped (reported in `broken`), so
--- one bad key never blocks the other queues. Its lease set and started set are checked at
--- every call; every other key where the step uses it (a read or a write that Redis
--- refuses with nothing changed, `redis.pcall`), what was written before it undone: a
--- plain task costs no check of the keys it does not touch. An id whose hash is gone, or that is filed
+-- one bad key never blocks the other queues. Each key is checked where the step uses it
+-- (a read or a write that Redis refuses with nothing changed, `redis.pcall`), what was
+-- written before it undone (the task taken goes back where it waited): a plain task
+-- costs no check of the keys it does not touch. An id whose hash is gone, or that is filed
 -- elsewhere by its known status, is dropped from the list. A task that cannot be run as
 -- it is (no hash but a value of another type, an unknown status, no queue field or one
 -- that is no queue name, an attempt or another number field that is not a number) is
@@ -144,6 +144,7 @@ local function quarantine(key, id, queue, k, why)
 end
 
 local open_queues = {}  -- the queues not found broken: {index, keys}
+local sound = {}  -- the queues not found broken, their limit reached or not
 local N = 14
 for i = 1, #KEYS / N do
     local b = N * (i - 1)
@@ -154,9 +155,9 @@ for i = 1, #KEYS / N do
         waiting = KEYS[b + 13], retention = KEYS[b + 14], failure_ttl = ARGV[9]}
     k.u = utube_keys(k.utubes, k.waiting, ARGV[8 + 5 * i], prefix, ARGV[7 + 5 * i],
         k.pending, k.prioritized, ARGV[9 + 5 * i])
-    local bad, found, kind = misfit({{k.leases, 'zset'}, {k.started, 'set'}})
+    local bad, found, kind = nil, nil, nil
     local closed = false
-    if not bad and ARGV[10 + 5 * i] ~= '0' then  -- the limit of the queue as a whole
+    if ARGV[10 + 5 * i] ~= '0' then  -- the limit of the queue as a whole
         local text = redis.pcall('HGET', k.u.g.limits, '')
         if refused(text) then
             bad, found, kind = k.u.g.limits, redis.call('TYPE', k.u.g.limits)['ok'], 'hash'
@@ -164,7 +165,14 @@ for i = 1, #KEYS / N do
             local limit = groups().parse_limit(text)
             if limit.running or limit.starts then
                 k.queue_limit = limit
-                closed = groups().queue_closed(k.u.g, limit, k.leases, server_now) ~= nil
+                local ok, why = pcall(groups().queue_closed, k.u.g, limit, k.leases,
+                    server_now)
+                if ok then
+                    closed = why ~= nil
+                else
+                    bad, found, kind = misfit(structures(k))
+                    if not bad then error(why, 0) end
+                end
             end
         end
     end
@@ -173,6 +181,7 @@ for i = 1, #KEYS / N do
     elseif not closed then
         open_queues[#open_queues + 1] = {i, k}
     end
+    if not bad then sound[#sound + 1] = {i, k} end
 end
 
 -- a queue found broken on the way (`why`: its misfit key, the type found and the type it
@@ -188,6 +197,25 @@ local function break_queue(entry, why)
     for j, other in ipairs(open_queues) do
         if other == entry then table.remove(open_queues, j) break end
     end
+    entry[2].broken = true
+end
+
+-- the reply of the step: the lease set and the started set of each queue that did not
+-- give the task (`chosen`: its index, 0 when none did) are checked, so that a queue whose
+-- own writes would be refused is reported at every call, whatever it holds
+local function reply_with(chosen, reply)
+    for _, entry in ipairs(sound) do
+        local k = entry[2]
+        if entry[1] ~= chosen and not k.broken then
+            local bad, found, kind = misfit({{k.leases, 'zset'}, {k.started, 'set'}})
+            if bad then
+                for _, value in ipairs({entry[1], bad, found, kind}) do
+                    broken[#broken + 1] = value
+                end
+            end
+        end
+    end
+    return reply
 end
 
 -- the queue whose next task comes first: its entry, and where that task waits ('list'
@@ -337,9 +365,13 @@ local function settle(entry, id, untaken, taken)
         if ttr ~= 'never' and ttr and ttr > 0 then
             deadline = string.format('%.17g', server_now + ttr)
         end
-        -- the lease set and the started set were found of their type above, and
-        -- the task's key is a hash: none of these writes can be refused
-        redis.call('ZADD', k.leases, deadline, id)
+        -- the lease set and the started set are checked by their first write (the task
+        -- goes back where it waited when one is refused); the task's key is a hash
+        if refused(redis.pcall('ZADD', k.leases, deadline, id)) then
+            untaken()
+            break_queue(entry, {k.leases, redis.call('TYPE', k.leases)['ok'], 'zset'})
+            return nil
+        end
         local fields
         local attempt = tostring((tonumber(f.attempt) or 0) + 1)
         -- `started_at` is the instant a window of starts counts (see _groups.lua): the
@@ -350,7 +382,12 @@ local function settle(entry, id, untaken, taken)
             fields = {'attempt', attempt, 'status', 'reserved', 'node', listener,
                 'updated', now, 'started_at', stamp}
         else
-            redis.call('SADD', k.started, listener .. ' ' .. pid .. ' ' .. id)
+            if refused(redis.pcall('SADD', k.started, listener .. ' ' .. pid .. ' ' .. id)) then
+                redis.call('ZREM', k.leases, id)
+                untaken()
+                break_queue(entry, {k.started, redis.call('TYPE', k.started)['ok'], 'set'})
+                return nil
+            end
             fields = {'attempt', attempt, 'status', 'started', 'node', listener,
                 'pid', pid, 'pstart', ARGV[5], 'updated', now, 'started_at', stamp}
         end
@@ -385,7 +422,7 @@ while passed < bound do
     id, score, source = take(entry, source, otherwise)
     if id then
         local reply = settle(entry, id, function() untake(k, source, id, score) end, nil)
-        if reply then return reply end
+        if reply then return reply_with(entry[1], reply) end
     elseif #open_queues == open_before then
         break  -- nothing taken and no queue found broken: nothing more to take
     end
@@ -413,9 +450,9 @@ while passed < bound and j <= #open_queues do
             redis.call('LREM', k.reserved, 1, id)
             groups().untake(k.u.g, taken)
         end, taken)
-        if reply then return reply end
+        if reply then return reply_with(entry[1], reply) end
     end
 end
 local more = 0
 if passed >= bound or stopped then more = 1 end
-return {0, '', {}, '', '', '', dropped, quarantined, broken, more, expired}
+return reply_with(0, {0, '', {}, '', '', '', dropped, quarantined, broken, more, expired})
