@@ -522,6 +522,44 @@ with the same accounting (``measure_fork_cpu``).
 {page_table(markdown, "| process | worker side")}"""
 
 
+#: the parts of a step's server instructions, in the order shown (bench/server_cost.py)
+COST_PARTS = ("commands", "command calls", "KEYS and ARGV", "reply", "closures", "rest of Lua",
+              "outside scripts", "total", "garbage collection")
+
+
+def server_cost_section() -> str:
+    """Where the server's instructions go per task (bench/server_cost.py, callgrind)."""
+    path = RESULTS / "server_cost.json"
+    if not path.exists():
+        return NOT_MEASURED[0].upper() + NOT_MEASURED[1:] + " (``bench/server_cost.py`` needs valgrind)."
+    report = json.loads(path.read_text())
+    steps = report["steps"]
+    columns = [("reserve", "reserve"), ("finish", "complete"), ("both", "both steps"),
+               ("floor", "the floor's two steps"), ("grouped", "both, a task of a group")]
+    body = []
+    for part in COST_PARTS:
+        label = {"garbage collection": "of which Lua's garbage collector",
+                 "total": "**total**"}.get(part, part)
+        body.append([label] + [f"{steps[key][part] / 1000:,.1f}" for key, _ in columns])
+    ratio = steps["both"]["total"] / steps["floor"]["total"]
+    grouped = steps["grouped"]["total"] / steps["both"]["total"]
+    return f"""``bench/server_cost.py``: redis-server run under valgrind's callgrind, counting
+only while the steps run, {report['tasks']:,} plain tasks reserved and completed as an
+in-process worker does, in batches of {report['batch']}. Instructions do not move with the
+machine's load as microseconds do (two runs agree within 0.5 %). Thousands of instructions
+per task, by the server function that spent them: the commands a script runs, the calls
+around them (``redis.call``: the arguments made, the reply read back into Lua), the
+``KEYS`` and ``ARGV`` tables Redis makes at every call, the conversion of the script's
+reply, the functions a script defines at each call (closures), the rest of the Lua
+interpreter, and what the server does outside scripts (reading the request, writing the
+reply). The garbage collector runs inside those parts; its share is given last.
+
+{rst_rows(["thousand instructions per task"] + [name for _, name in columns], body)}
+
+Both steps cost {ratio:.2f} x the floor's; a task of a group costs {grouped:.2f} x a plain
+task."""
+
+
 def groups_section() -> str:
     """What groups cost (bench/groups.py, issue #30), with the targets of that issue."""
     path = RESULTS / "groups.json"
@@ -615,6 +653,11 @@ Redis work per step
 ===================
 
 {steps_section(markdown)}
+
+Server work per task, counted
+-----------------------------
+
+{server_cost_section()}
 
 Costs as tasks pile up
 ======================

@@ -849,6 +849,10 @@ def main(argv: list[str] | None = None) -> int:
         done = subprocess.run([sys.executable, str(BENCH / "groups.py"),
                                *(["--quick"] if args.quick else [])])
         log(f"groups: exit {done.returncode} ({time.monotonic() - began_groups:.0f} s)")
+        began_cost = time.monotonic()  # server instructions per task: results/server_cost.json
+        done = subprocess.run([sys.executable, str(BENCH / "server_cost.py"),
+                               *(["--tasks", "200"] if args.quick else [])])
+        log(f"server cost: exit {done.returncode} ({time.monotonic() - began_cost:.0f} s)")
     per_rep, summary = collect(runs, rows)
     failures: dict = {}
     for run in runs:
