@@ -15,8 +15,9 @@ The breakdown splits a step's instructions by the server function that spent the
 commands themselves, the script's command calls around them (``redis.call``), the
 ``KEYS``/``ARGV`` tables made at every call, the conversion of the script's reply, the
 functions (closures) a script defines at each call, and the rest of the Lua interpreter;
-the Lua garbage collector's share, which runs inside those parts, is given beside them. Needs valgrind (``apt-get install valgrind``); writes
-``bench/results/server_cost.json``, which docs_page.py puts on the page.
+the Lua garbage collector's share, which runs inside those parts, is given beside them.
+Needs valgrind (``apt-get install valgrind``); writes ``bench/results/server_cost.json``,
+which docs_page.py puts on the page.
 
     python3 bench/server_cost.py            # ~1 minute
     python3 bench/server_cost.py --tasks 300
@@ -173,7 +174,7 @@ def floor_steps(tasks: int) -> dict[str, float]:
         pid = str(os.getpid())
 
         def key(*parts: str) -> str:
-            return "_".join(("blueque",) + parts)
+            return "_".join(("blueque", *parts))
 
         for counting in (False, True):
             for n in range(tasks):
