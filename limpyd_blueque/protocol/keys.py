@@ -13,6 +13,7 @@ Nothing in the library parses a key back into data: callers keep ids alongside.
 
 from __future__ import annotations
 
+import json
 import re
 from functools import cache
 
@@ -97,6 +98,7 @@ class KeySpace:
         #: the cluster key mode: every key of a queue holds the queue's hash tag (see
         #: `tag`), so that each step touches one slot of a Redis Cluster
         self.cluster = cluster
+        self._group_layouts: dict[str, str] = {}  # made once per queue: see group_layout
 
     def __repr__(self) -> str:
         return f"KeySpace({self.prefix!r}{', cluster=True' if self.cluster else ''})"
@@ -357,12 +359,19 @@ class KeySpace:
 
     def group_layout(self, queue: str) -> str:
         """The keys and key prefixes of a queue's groups, and its wake-up channel, as the
-        scripts read them (one argument, space-separated; see `groups_of` in
-        lua/_groups.lua)."""
-        return " ".join((self.grouped(queue), self.groups(queue), self.groups_held(queue),
-                         self.fair_turns(queue), self.limits(queue), self.queue_starts(queue),
-                         self.group_lines(queue), self.group_slots_prefix(queue),
-                         self.group_starts_prefix(queue), self.wake_channel(queue)))
+        scripts read them: one argument, a JSON array (decoded by Redis's C `cjson`, a
+        few times cheaper than splitting text in Lua; see `groups_of` in
+        lua/_groups.lua). Made once per queue."""
+        layout = self._group_layouts.get(queue)
+        if layout is None:
+            layout = json.dumps(
+                [self.grouped(queue), self.groups(queue), self.groups_held(queue),
+                 self.fair_turns(queue), self.limits(queue), self.queue_starts(queue),
+                 self.group_lines(queue), self.group_slots_prefix(queue),
+                 self.group_starts_prefix(queue), self.wake_channel(queue)],
+                separators=(",", ":"))
+            self._group_layouts[queue] = layout
+        return layout
 
     def buried(self, queue: str) -> str:
         """List of buried task ids, newest first (`Queue.kick` takes the oldest first)."""

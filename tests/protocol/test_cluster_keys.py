@@ -6,6 +6,7 @@ Blueque wire keys, is unchanged (tests/protocol/test_keys.py, tests/interop/test
 from __future__ import annotations
 
 import inspect
+import json
 
 import pytest
 from redis.crc import key_slot
@@ -29,7 +30,7 @@ def queue_keys(keys, queue):
                  "group_starts": ("customer:7",)}.get(name, ())
         result = method(queue, *extra)
         if name == "group_layout":  # the keys of its groups, then its channel (no key)
-            found += [key for key in result.split() if key != keys.wake_channel(queue)]
+            found += [key for key in json.loads(result) if key != keys.wake_channel(queue)]
         elif isinstance(result, str):
             found.append(result)
         elif isinstance(result, tuple):

@@ -37,7 +37,7 @@ def test_no_group_ever_runs_more_than_its_limit_across_workers_and_queues(redis_
     tasks = []
     for queue in (first, second):
         for group in ("big", "small", "other"):
-            tasks += queue.enqueue_many(["0.15"] * 6, group=group)
+            tasks += queue.enqueue_many(["0.3"] * 6, group=group)
         tasks += queue.enqueue_many(["0.05"] * 4)  # no group: never held back
     ids = [job.task_id for job in tasks]
     workers = [start_worker(redis_url, "--queues=ga,gb", "--callback=jobs.slow_callback",

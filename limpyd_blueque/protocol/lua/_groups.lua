@@ -26,10 +26,9 @@
 -- cannot be let go is left to the check of `slots_taken`. The reserve step reports such
 -- a key (a queue broken, as its other keys).
 local RANK_SPAN = 4294967296  -- 2^32: ranks stay within half of it either way
--- the keys of a queue's groups, from their layout (one argument, space-separated)
+-- the keys of a queue's groups, from their layout (one argument, a JSON array)
 local function groups_of(layout)
-    local p = {}
-    for part in string.gmatch(layout, '%S+') do p[#p + 1] = part end
+    local p = cjson.decode(layout)
     return {grouped = p[1], groups = p[2], held = p[3], fair = p[4], limits = p[5],
         queue_starts = p[6], lines = p[7], slots = p[8], starts = p[9], channel = p[10]}
 end
