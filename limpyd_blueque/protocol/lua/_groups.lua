@@ -216,10 +216,19 @@ local function groups()
         return nil
     end
 
-    -- the keys one group's take writes, with their types: all of them checked first
-    local function group_keys(g, group)
-        return {{g.lines .. group, 'zset'}, {g.slots .. group, 'set'},
-            {g.starts .. group, 'zset'}, {g.queue_starts, 'zset'}, {g.fair, 'hash'}}
+    -- the keys of one group that its take reads or its start writes with redis.call, with
+    -- their types, checked first: its slots, and its window of starts when it has one (its
+    -- line, the `grouped` set and the `fair` hash are checked by their first write)
+    local function group_keys(g, group, limit)
+        local keys = {{g.slots .. group, 'set'}}
+        if limit.starts then keys[2] = {g.starts .. group, 'zset'} end
+        return keys
+    end
+
+    -- the reason a take of `group` was refused: the key of another type, its type and the
+    -- type it must hold
+    local function refusal(key, kind)
+        return {key, redis.call('TYPE', key)['ok'], kind}
     end
 
     -- the next task of a queue's groups that may start: {id, score, group, its limit, its
@@ -236,9 +245,9 @@ local function groups()
             local top = redis.call('ZRANGE', g.groups, 0, 0, 'WITHSCORES')
             local group, turn = top[1], top[2]
             if not group then return nil end
-            local bad, found, kind = misfit(group_keys(g, group))
-            if bad then return nil, {bad, found, kind} end
             local limit = group_limit(g, group)
+            local bad, found, kind = misfit(group_keys(g, group, limit))
+            if bad then return nil, {bad, found, kind} end
             local reopens = window_closed(g.starts .. group, limit, now)
             if limit.running and slots_taken(g, group, leases) >= limit.running then
                 reopens = math.max(reopens or 0, now + RECHECK)
@@ -247,10 +256,20 @@ local function groups()
                 leave_turn(g, group, turn)
                 redis.call('ZADD', g.held, turn_text(reopens), group)
             else
-                local popped = redis.call('ZPOPMIN', g.lines .. group)
+                local line = g.lines .. group
+                local popped = redis.pcall('ZPOPMIN', line)
+                if popped.err then return nil, refusal(line, 'zset') end
                 if popped[1] then
-                    redis.call('ZREM', g.grouped, popped[1])
-                    redis.call('HSET', g.fair, '', turn)
+                    -- each write refused undoes the ones before it
+                    if type(redis.pcall('ZREM', g.grouped, popped[1])) ~= 'number' then
+                        redis.call('ZADD', line, popped[2], popped[1])
+                        return nil, refusal(g.grouped, 'zset')
+                    end
+                    if type(redis.pcall('HSET', g.fair, '', turn)) ~= 'number' then
+                        redis.call('ZADD', line, popped[2], popped[1])
+                        redis.call('ZADD', g.grouped, popped[2], popped[1])
+                        return nil, refusal(g.fair, 'hash')
+                    end
                     local after = turn_text(tonumber(turn) + 1 / limit.weight)
                     if redis.call('EXISTS', g.lines .. group) == 1 then
                         redis.call('ZADD', g.groups, after, group)

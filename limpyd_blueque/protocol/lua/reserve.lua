@@ -80,7 +80,8 @@ local function structures(k)
         {k.started, 'set'}, {k.settings, 'hash'}, {k.failed, 'list'}, {k.prioritized, 'zset'},
         {k.identifiers, 'hash'}, {k.expiry, 'zset'}, {k.expired, 'list'}, {k.stats, 'hash'},
         {k.utubes, 'hash'}, {k.waiting, 'zset'}, {k.u.g.grouped, 'zset'},
-        {k.u.g.groups, 'zset'}, {k.u.g.held, 'zset'}, {k.u.g.limits, 'hash'}}
+        {k.u.g.groups, 'zset'}, {k.u.g.held, 'zset'}, {k.u.g.limits, 'hash'},
+        {k.u.g.queue_starts, 'zset'}}
         -- k.retention: see _finished.lua
 end
 
@@ -379,6 +380,13 @@ local function settle(entry, id, untaken, taken)
         -- process of its own (start.lua leaves it)
         local stamp = string.format('%.6f', server_now)
         if pid == '' then
+            -- its start writes the started set later (start.lua): of its type first
+            if misfit({{k.started, 'set'}}) then
+                redis.call('ZREM', k.leases, id)
+                untaken()
+                break_queue(entry, {k.started, redis.call('TYPE', k.started)['ok'], 'set'})
+                return nil
+            end
             fields = {'attempt', attempt, 'status', 'reserved', 'node', listener,
                 'updated', now, 'started_at', stamp}
         else
