@@ -4,6 +4,7 @@ window, and a dead worker's slot comes back within the recovery times."""
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 
@@ -114,6 +115,47 @@ def test_a_dead_workers_slot_comes_back_within_the_recovery_time(redis_url, data
             worker.wait(20)
     assert took < 5  # about a second on the same machine
     print(f"\nthe slot of a killed worker's task came back: its task ran again "
+          f"{took:.2f} s after the kill")
+
+
+@pytest.mark.recovery
+def test_a_dead_workers_slot_comes_back_from_another_machine(redis_url, database, conn):
+    """The survivor cannot see the dead worker's processes (another machine identity): the
+    slot comes back once the missed beats make the worker dead (liveness_timeout 10 s),
+    and the group never runs two tasks on the way."""
+    queue = Queue.named("far")
+    queue.set_limit("only", max_running=1)
+    first = queue.enqueue("60", group="only")
+    second = queue.enqueue("0", group="only")
+    workers = [start_worker(redis_url, "--queues=far", "--callback=jobs.slow_callback",
+                            "--timeout=0.2")]
+    try:
+        assert wait_for(lambda: first.status.hget() == "started", timeout=20)
+        elsewhere = {**os.environ, "LIMPYD_BLUEQUE_MACHINE_ID": "another-machine"}
+        workers.append(start_worker(redis_url, "--queues=far", "--callback=jobs.slow_callback",
+                                    "--timeout=0.2", env=elsewhere))
+        time.sleep(1.0)
+        assert second.status.hget() == "pending"  # held back by the running first
+        kill(workers[0].pid, signal.SIGKILL)
+        kill_task_processes(conn)
+        killed = time.monotonic()
+        peak = 0
+        while time.monotonic() - killed < 60:
+            statuses = [job.status.hget() for job in (first, second)]
+            peak = max(peak, sum(status in ("reserved", "started") for status in statuses))
+            if first.attempt.hget() == "2" and first.status.hget() == "started":
+                break
+            time.sleep(0.05)
+        took = time.monotonic() - killed
+        time.sleep(1.0)  # the slot is the first's again: the second still waits
+        assert second.status.hget() == "pending"
+    finally:
+        for worker in workers:
+            kill(worker.pid)
+            worker.wait(20)
+    assert peak <= 1
+    assert took < 20  # liveness_timeout (10 s) and a clean after it
+    print(f"\nfrom another machine, the slot of a killed worker's task came back "
           f"{took:.2f} s after the kill")
 
 
