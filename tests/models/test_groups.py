@@ -200,6 +200,22 @@ def test_max_starts_per_window_of_a_group_holds_it_back_and_not_the_others(queue
     assert groups_of([take()]) == ["a"]
 
 
+@pytest.mark.parametrize("group, window", [("a", "blueque:starts:gq:a"),
+                                           ("*", "blueque:starts:gq:a"),
+                                           (None, "blueque:queue_starts:gq")])
+def test_a_longer_window_keeps_the_starts_it_counted_that_long(queue, conn, group, window):
+    queue.set_limit(group, max_starts=1, per=1)
+    queue.enqueue_many(list(range(2)), group="a")
+    assert take() is not None
+    assert 0 < conn.pttl(window) <= 2000
+    queue.set_limit(group, max_starts=1, per=30)  # the start made above counts for 30 s
+    assert 29_000 < conn.pttl(window) <= 31_000
+    time.sleep(2.1)  # past the window it was counted in
+    assert take() is None
+    queue.set_limit(group, max_starts=1, per=1)  # a shorter window keeps its keys as they are
+    assert 25_000 < conn.pttl(window) <= 31_000
+
+
 def test_a_groups_own_limit_keeps_the_defaults_other_settings(queue):
     queue.set_limit("*", max_running=1)
     queue.set_limit("premium", weight=3)

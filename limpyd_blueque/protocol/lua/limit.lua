@@ -16,6 +16,30 @@ if ARGV[1] == 'set' then
 else
     changed = redis.call('HDEL', KEYS[1], ARGV[2]) == 1
 end
+-- a window of starts made longer: the windows it governs are kept that long from now on
+-- (each is kept as long as its window when a start is counted; a key of another type
+-- is left to the reserve step to report)
+local function keep_window(key, ms)
+    local left = redis.pcall('PTTL', key)
+    if type(left) == 'number' and left >= 0 and left < ms then
+        redis.call('PEXPIRE', key, ms)
+    end
+end
+local limit = ARGV[1] == 'set' and groups().parse_limit(ARGV[3]) or {}
+if limit.starts and limit.per then
+    local ms = math.ceil((limit.per + 1) * 1000)
+    if ARGV[2] == '' then
+        keep_window(g.queue_starts, ms)
+    elseif ARGV[2] ~= '*' then
+        keep_window(g.starts .. ARGV[2], ms)
+    else  -- the groups waiting or held back (a group with nothing waiting starts nothing)
+        for _, set in ipairs({KEYS[3], KEYS[2]}) do
+            for _, group in ipairs(redis.call('ZRANGE', set, 0, -1)) do
+                keep_window(g.starts .. group, ms)
+            end
+        end
+    end
+end
 for _, group in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do groups().release(g, group) end
 if changed then return 1 end
 return 0
