@@ -1,5 +1,6 @@
 """`blueque limits [QUEUE...]` (each queue's limits with its running and waiting tasks,
-the busiest groups first; `--json`) and `blueque limit QUEUE GROUP ...` (set one, or
+the busiest groups first, the groups under the default each on its row; `--json`: the
+limits only) and `blueque limit QUEUE GROUP ...` (set one, or
 `--remove` it). GROUP `*` is the default of a queue's groups, `queue` the queue as a
 whole (docs/limits.rst)."""
 
@@ -12,7 +13,7 @@ from dataclasses import asdict
 from typing import Any
 
 from ..models import Queue
-from ..models.limits import busiest_first
+from ..models.limits import busiest_first, read_limits_and_groups, shown_limits
 from ..operations.overview import check_known_queues
 from ..protocol.keys import check_queue_name
 from .tables import cell, make_console, show, table
@@ -63,23 +64,29 @@ def shown_group(group: str | None) -> str:
 def limits_command(options: argparse.Namespace) -> int:
     names = (check_known_queues(options.queues) if options.queues
              else sorted(Queue.listener_counts()))
-    found = {name: busiest_first(Queue.named(name).limits()) for name in names}
     if options.json:
-        print(json.dumps({name: [asdict(limit) for limit in limits]
-                          for name, limits in found.items()}, sort_keys=True))
+        print(json.dumps({name: [asdict(limit) for limit in
+                                 busiest_first(Queue.named(name).limits())]
+                          for name in names}, sort_keys=True))
         return 0
+    found = {name: shown_limits(*read_limits_and_groups(Queue.client(), Queue.keys(), name))
+             for name in names}
     result = table("Limits across all workers", "queue", "group", "max running",
                    "max starts", "per (s)", "weight", "running", "waiting",
                    right=("max running", "max starts", "per (s)", "weight", "running",
                           "waiting"))
-    for name, limits in found.items():
-        for limit in limits:
-            result.add_row(cell(name), cell(shown_group(limit.group)),
+    for name, (rows, more) in found.items():
+        for limit, governed in rows:
+            group = shown_group(limit.group) + (" (the default)" if governed else "")
+            result.add_row(cell(name), cell(group),
                            *(cell(value) for value in (
                                limit.max_running, limit.max_starts,
                                None if limit.per is None else f"{limit.per:g}",
                                None if limit.weight is None else f"{limit.weight:g}",
                                limit.running, limit.waiting)))
+        if more:
+            result.add_row(cell(name), cell(f"and {more} more group(s) under the default"),
+                           *(cell(None) for _ in range(6)))
     if not result.row_count:
         print("no limit set" + (f" on {', '.join(names)}" if options.queues else ""))
         return 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import redis
 
 from ..connection.errors import reaching
@@ -17,6 +19,14 @@ def read_limits(client: redis.Redis, keys: KeySpace, queue: str) -> dict[str | N
     the groups with tasks waiting or running that have no limit of their own. A stored
     value that is no limit is left out, as the scripts pass it over. A few round trips
     (the groups running are found by a `SCAN` of their slots)."""
+    return read_limits_and_groups(client, keys, queue)[0]
+
+
+def read_limits_and_groups(client: redis.Redis, keys: KeySpace, queue: str,
+                           ) -> tuple[dict[str | None, Limit], list[Limit]]:
+    """`read_limits`, and each group that the default (`"*"`) governs, with tasks waiting
+    or running: its own `Limit` with the default's settings and its own counts, the
+    busiest first (empty when the queue has no default limit)."""
     with reaching(client), client.pipeline(transaction=False) as pipe:
         pipe.hgetall(keys.limits(queue))
         pipe.zrange(keys.groups(queue), 0, -1)
@@ -46,7 +56,11 @@ def read_limits(client: redis.Redis, keys: KeySpace, queue: str) -> dict[str | N
         limit = parsed_limit(group, text, running, waiting)
         if limit is not None:
             found[group] = limit
-    return found
+    default = found.get(DEFAULT_GROUP)
+    governed = [] if default is None else [
+        replace(default, group=name, running=per_group[name][0], waiting=per_group[name][1])
+        for name in defaulted]
+    return found, busiest_first({limit.group: limit for limit in governed})
 
 
 def _counts(client: redis.Redis, keys: KeySpace, queue: str, groups: list[str],
@@ -92,3 +106,16 @@ def busiest_first(limits: dict[str | None, Limit]) -> list[Limit]:
     (most running, then most waiting), then by name."""
     return sorted(limits.values(), key=lambda limit: (
         limit.group is not None, -limit.running, -limit.waiting, limit.group or ""))
+
+
+def shown_limits(found: dict[str | None, Limit], governed: list[Limit], most: int = 20,
+                 ) -> tuple[list[tuple[Limit, bool]], int]:
+    """The rows of a limits table (`read_limits_and_groups`): each limit, the busiest first
+    (see `busiest_first`), the default's row followed by the `most` busiest groups it
+    governs (True beside each), and how many more it governs."""
+    rows: list[tuple[Limit, bool]] = []
+    for limit in busiest_first(found):
+        rows.append((limit, False))
+        if limit.group == DEFAULT_GROUP:
+            rows += [(group, True) for group in governed[:most]]
+    return rows, max(len(governed) - most, 0)

@@ -4,6 +4,7 @@ values refused in one line, nothing written."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 
 from helpers import LISTENER, script
@@ -48,7 +49,6 @@ def test_limits_lists_the_busiest_groups_first(redis_url, database):
     reserve("exports", LISTENER)
     result = blueque(redis_url, "limits", "--json")
     assert result.returncode == 0, result.stderr
-    import json
     rows = json.loads(result.stdout)["exports"]
     assert [row["group"] for row in rows] == ["busy", "quiet", "*"]
     assert rows[0]["running"] == 1 and rows[0]["waiting"] == 3
@@ -57,6 +57,21 @@ def test_limits_lists_the_busiest_groups_first(redis_url, database):
     lines = table.stdout.splitlines()
     assert lines[0].startswith("Limits across all workers")
     assert [line.split()[1] for line in lines[3:6]] == ["busy", "quiet", "*"]
+
+
+def test_limits_shows_each_group_under_the_default_on_its_row(redis_url, database):
+    queue = Queue.named("exports")
+    queue.set_limit("*", max_running=2)
+    queue.enqueue_many(list(range(3)), group="big")
+    queue.enqueue("s", group="small")
+    reserve("exports", LISTENER)
+    lines = blueque(redis_url, "limits", "exports").stdout.splitlines()
+    rows = [line.split() for line in lines[3:6]]
+    assert [row[1:3] for row in rows] == [["*", "2"], ["big", "(the"], ["small", "(the"]]
+    assert rows[1][-2:] == ["1", "2"] and rows[2][-2:] == ["0", "1"]  # running, waiting
+    # the JSON holds the limits only: the default's, counting its groups together
+    stored = json.loads(blueque(redis_url, "limits", "exports", "--json").stdout)["exports"]
+    assert [(row["group"], row["running"], row["waiting"]) for row in stored] == [("*", 1, 3)]
 
 
 def test_bad_limits_are_refused_in_one_line_with_nothing_written(redis_url, database, conn):

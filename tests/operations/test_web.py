@@ -524,4 +524,12 @@ def test_a_queue_page_shows_its_limits_the_busiest_groups_first(web):
     rows = re.findall(r"<tr><td>(.*?)</td>", table)
     assert rows == ["the queue as a whole", "every other group", "quiet"]  # busy runs
     assert re.search(r"every other group</td>\s*<td class=\"n\">2</td>", table)
+    # each group under the default, with its own counts, after the default's row
+    governed = re.findall(r'<tr class="governed"><td>(.*?) <small>\(the default\)</small></td>'
+                          r'(?:\s*<td class="n">(.*?)</td>){6}', table)
+    assert [group for group, _ in governed] == ["busy"]
+    assert re.search(r'busy <small>\(the default\)</small></td>\s*<td class="n">2</td>'
+                     r'(\s*<td class="n">-</td>){3}\s*<td class="n">1</td>\s*'
+                     r'<td class="n">2</td>', table)
+    assert table.index("every other group") < table.index("busy") < table.index("quiet")
     assert "limits" not in page(web, "/queues/other")  # no limit: no table

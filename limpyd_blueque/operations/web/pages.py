@@ -13,7 +13,7 @@ from flask import Blueprint, render_template, request
 
 from ...exceptions import ConfigurationError
 from ...models import Queue
-from ...models.limits import busiest_first
+from ...models.limits import read_limits_and_groups, shown_limits
 from ...protocol.keys import check_queue_name
 from ...protocol.statuses import RUNNING, Status
 from ...protocol.values import check_task_id
@@ -150,7 +150,8 @@ def queue(queue: str) -> str:
     return render_template("queue.html", queue=name, status=status, tabs=TABS, page=tasks,
                            number=number, pages=pages, figures=figures,
                            paused=Queue.named(name).is_paused(),
-                           limits=busiest_first(Queue.named(name).limits()))
+                           limits=shown_limits(*read_limits_and_groups(
+                               Queue.client(), Queue.keys(), name)))
 
 
 def page_number(text: str) -> int:
