@@ -1016,9 +1016,10 @@ class Scripts(ScriptRunner):
         remove it (None); the groups held back by a limit look again at their next turn.
         True when something changed."""
         k = self.keys
-        keys = [k.limits(queue), k.groups_held(queue), k.groups(queue), k.fair_turns(queue)]
+        keys = [k.limits(queue), k.groups_held(queue), k.groups(queue), k.fair_turns(queue),
+                k.leases(queue)]
         return bool(self._run("limit", keys, ["remove" if stored is None else "set", field,
-                                              stored, k.group_layout(queue)]))
+                                              stored, k.group_layout(queue), k.task_prefix]))
 
     def add_listener(self, queue: str, listener_id: str) -> bool:
         """Blueque listener registration. In the cluster key mode, the listener is counted

@@ -104,16 +104,41 @@ def test_a_group_that_joins_takes_the_next_free_slot_not_the_back_of_the_backlog
     assert take().task_id == late.task_id
 
 
-def test_a_group_emptied_and_filled_again_gets_its_share_and_no_more(queue):
+def starts_of_a_group_filled_one_at_a_time(queue, takes=40):
+    """Group a has 100 tasks waiting, group b one at a time, enqueued again as soon as one
+    starts (b leaves and joins again at each of its starts): b's starts among `takes`."""
     queue.enqueue_many(list(range(100)), group="a")
     queue.enqueue("b", group="b")
     order = []
-    for _ in range(40):
+    for _ in range(takes):
         group = take().group.hget()
         order.append(group)
-        if group == "b":  # b has one task at a time, enqueued again as soon as one starts
+        if group == "b":
             queue.enqueue("b", group="b")
-    assert order.count("b") == pytest.approx(20, abs=2)
+    return order.count("b")
+
+
+def test_a_group_emptied_and_filled_again_gets_its_share_and_no_more(queue):
+    assert starts_of_a_group_filled_one_at_a_time(queue) == pytest.approx(20, abs=2)
+
+
+def test_a_group_held_back_keeps_the_turns_of_the_others(queue, conn):
+    queue.set_limit("h", max_running=1)
+    queue.enqueue_many(list(range(3)), group="h")
+    assert take().group.hget() == "h"  # h runs one: h is held back from now on
+    b_starts = starts_of_a_group_filled_one_at_a_time(queue)
+    assert conn.zrange("blueque:held:gq", 0, -1) == ["h"]
+    assert b_starts == pytest.approx(20, abs=2)  # its share, not every turn
+    assert conn.hget("blueque:fair:gq", "") is not None  # the clock was never reset
+
+
+def test_the_fair_clock_starts_again_once_no_group_waits(queue, conn):
+    queue.enqueue_many(list(range(2)), group="a")
+    queue.enqueue("b", group="b")
+    assert groups_of([take(), take()]) == ["a", "b"]
+    assert conn.hexists("blueque:fair:gq", "b")  # b left while a waited: its turn saved
+    assert groups_of([take()]) == ["a"]
+    assert not conn.exists("blueque:fair:gq")  # nothing waits: clock and saved turns gone
 
 
 # -- limits -------------------------------------------------------------------------------------
@@ -214,6 +239,20 @@ def test_a_longer_window_keeps_the_starts_it_counted_that_long(queue, conn, grou
     assert take() is None
     queue.set_limit(group, max_starts=1, per=1)  # a shorter window keeps its keys as they are
     assert 25_000 < conn.pttl(window) <= 31_000
+
+
+def test_a_longer_default_window_reaches_the_groups_running_and_the_ones_it_takes_back(
+        queue, conn):
+    queue.set_limit("*", max_starts=1, per=1)
+    queue.set_limit("own", max_starts=5, per=1)
+    queue.enqueue("r", group="running")
+    queue.enqueue("o", group="own")
+    assert take() is not None and take() is not None  # nothing of either waits now
+    queue.set_limit("*", max_starts=1, per=30)
+    assert conn.pttl("blueque:starts:gq:running") > 29_000  # running, none waiting
+    assert conn.pttl("blueque:starts:gq:own") <= 2000  # its own window is unchanged
+    queue.remove_limit("own")  # falls back to the default's longer window
+    assert conn.pttl("blueque:starts:gq:own") > 29_000
 
 
 def test_a_groups_own_limit_keeps_the_defaults_other_settings(queue):

@@ -273,8 +273,9 @@ local function groups()
                     local after = turn_text(tonumber(turn) + 1 / limit.weight)
                     if redis.call('EXISTS', g.lines .. group) == 1 then
                         redis.call('ZADD', g.groups, after, group)
-                    elseif redis.call('EXISTS', g.groups, g.held) == 1 then
-                        leave_turn(g, group, after)
+                    elseif redis.call('ZCARD', g.groups) > 1
+                            or redis.call('EXISTS', g.held) == 1 then
+                        leave_turn(g, group, after)  -- other groups wait, or are held
                     else  -- no group waits any more: the clock starts again from 0
                         redis.call('ZREM', g.groups, group)
                         redis.call('DEL', g.fair)
