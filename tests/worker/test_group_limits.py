@@ -68,24 +68,39 @@ def test_no_group_ever_runs_more_than_its_limit_across_workers_and_queues(redis_
     print(f"\npeak running per group, sampled every 50 ms: {dict(sorted(peaks.items()))}")
 
 
+def busiest_window(starts, per):
+    """The most starts (their times) within any window of `per` seconds."""
+    return max((sum(1 for other in starts if start <= other < start + per)
+                for start in starts), default=0)
+
+
 def test_no_window_holds_more_starts_than_max_starts(redis_url, database):
-    queue = Queue.named("rate")
-    queue.set_limit(None, max_starts=4, per=1)
+    queue, group_queue = Queue.named("rate"), Queue.named("grate")
+    queue.set_limit(None, max_starts=4, per=1)  # the queue as a whole
+    group_queue.set_limit("g", max_starts=2, per=1)  # one group, beside an unlimited one
     jobs = queue.enqueue_many(["0"] * 10) + queue.enqueue_many(["0"] * 6, group="g")
-    workers = [start_worker(redis_url, "--queues=rate", "--callback=jobs.slow_callback",
+    grouped = group_queue.enqueue_many(["0"] * 6, group="g")
+    free = group_queue.enqueue_many(["0"] * 6, group="free")
+    workers = [start_worker(redis_url, "--queues=rate,grate", "--callback=jobs.slow_callback",
                             "--concurrency=2", "--timeout=0.1") for _ in range(2)]
     try:
-        assert wait_for(lambda: queue.counts()["complete"] == len(jobs), timeout=30)
+        assert wait_for(lambda: queue.counts()["complete"] == len(jobs)
+                        and group_queue.counts()["complete"] == len(grouped) + len(free),
+                        timeout=30)
     finally:
         for worker in workers:
             worker.terminate()
             worker.wait(20)
     starts = sorted(float(job.started_at.hget()) for job in jobs)
-    busiest = max(sum(1 for other in starts if start <= other < start + 1.0)
-                  for start in starts)
-    assert busiest <= 4
+    group_starts = sorted(float(job.started_at.hget()) for job in grouped)
+    free_starts = [float(job.started_at.hget()) for job in free]
+    busiest, group_busiest = busiest_window(starts, 1.0), busiest_window(group_starts, 1.0)
+    assert busiest <= 4 and group_busiest <= 2
     assert starts[-1] - starts[0] >= 3  # 16 starts at 4 a second
-    print(f"\n16 starts, at most 4 per second: busiest window of 1 s held {busiest}")
+    assert group_starts[-1] - group_starts[0] >= 2  # 6 starts at 2 a second
+    assert max(free_starts) < group_starts[-1]  # the other group was never held back
+    print(f"\nthe queue's 16 starts, at most 4 per second: busiest window of 1 s held "
+          f"{busiest}; a group's 6, at most 2 per second: {group_busiest}")
 
 
 def test_a_dead_workers_slot_comes_back_within_the_recovery_time(redis_url, database, conn):
@@ -184,7 +199,7 @@ def test_fair_shares_across_workers_follow_the_weights(redis_url, database):
             worker.wait(20)
     for queue in queues:
         mine = [job for job in jobs if job.queue.hget() == queue.pk.get()]
-        first = started_in_order(mine)[:160]  # while both groups still wait
+        first = started_in_order(mine)[:300]  # while both groups still wait (400 starts)
         share = first.count("heavy") / len(first)
         assert 0.75 * 0.9 <= share <= 0.75 * 1.1, (queue.pk.get(), share)
         print(f"\n{queue.pk.get()}: heavy (weight 3) had {share:.0%} of the first "
@@ -195,29 +210,36 @@ def test_a_late_group_starts_at_the_next_free_slot_and_limits_apply_within_a_sec
         redis_url, database, conn):
     queue = Queue.named("late")
     queue.set_limit("a", max_running=1)
-    backlog = queue.enqueue_many(["0.3"] * 40, group="a")
+    backlog = queue.enqueue_many(["0.3"] * 80, group="a")
+    ids = [job.task_id for job in backlog]
     workers = [start_worker(redis_url, "--queues=late", "--callback=jobs.slow_callback",
                             "--concurrency=2", "--timeout=0.2") for _ in range(2)]
     try:
-        assert wait_for(lambda: running_by_group(conn, [j.task_id for j in backlog]).get("a"))
+        assert wait_for(lambda: running_by_group(conn, ids).get("a"))
         time.sleep(1.0)
-        assert running_by_group(conn, [j.task_id for j in backlog]) == {"a": 1}
+        assert running_by_group(conn, ids) == {"a": 1}
         changed = time.monotonic()
-        queue.set_limit("a", max_running=3)  # raised at run time
-        assert wait_for(lambda: running_by_group(
-            conn, [j.task_id for j in backlog]).get("a") == 3, timeout=5)
-        applied = time.monotonic() - changed
-        late = queue.enqueue("0", group="b")
+        queue.set_limit("a", max_running=4)  # raised at run time: every slot of a
+        assert wait_for(lambda: running_by_group(conn, ids).get("a") == 4, timeout=5)
+        raised = time.monotonic() - changed
+        late = queue.enqueue("0", group="b")  # every worker slot busy with a
         enqueued = time.time()
         assert wait_for(lambda: late.status.hget() == "complete", timeout=10)
-        # it started before any task of a that started after it was enqueued
+        # it took the next free slot: before any task of a that started after its enqueue
         a_after = [float(job.started_at.hget()) for job in backlog
                    if job.started_at.hget() and float(job.started_at.hget()) > enqueued]
-        assert not a_after or float(late.started_at.hget()) <= min(a_after)
+        assert a_after and float(late.started_at.hget()) <= min(a_after)
+        queue.set_limit("a", max_running=1)  # lowered: running tasks end, none starts
+        assert wait_for(lambda: running_by_group(conn, ids).get("a", 0) <= 1, timeout=5)
+        changed = time.monotonic()
+        queue.remove_limit("a")
+        assert wait_for(lambda: running_by_group(conn, ids).get("a") == 4, timeout=5)
+        removed = time.monotonic() - changed
     finally:
         for worker in workers:
             kill(worker.pid)
             worker.wait(20)
-    assert applied < 1.5
-    print(f"\na limit raised at run time applied in {applied:.2f} s; a late group's task "
-          f"started {float(late.started_at.hget()) - enqueued:.2f} s after its enqueue")
+    assert raised < 1.5 and removed < 1.5
+    print(f"\na limit raised at run time applied in {raised:.2f} s, removed in "
+          f"{removed:.2f} s; a late group's task started "
+          f"{float(late.started_at.hget()) - enqueued:.2f} s after its enqueue, all slots busy")
