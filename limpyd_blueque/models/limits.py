@@ -17,8 +17,8 @@ def read_limits(client: redis.Redis, keys: KeySpace, queue: str) -> dict[str | N
     its groups), each with its running and waiting tasks: a group's own; the queue's (all
     its tasks held by this library's workers, all its pending tasks); for `"*"`, those of
     the groups with tasks waiting or running that have no limit of their own. A stored
-    value that is no limit is left out, as the scripts pass it over. A few round trips
-    (the groups running are found by a `SCAN` of their slots)."""
+    value that is no limit is left out, as the scripts pass it over. Three round trips (the
+    groups running are those of the tasks holding a lease)."""
     return read_limits_and_groups(client, keys, queue)[0]
 
 
@@ -31,12 +31,11 @@ def read_limits_and_groups(client: redis.Redis, keys: KeySpace, queue: str,
         pipe.hgetall(keys.limits(queue))
         pipe.zrange(keys.groups(queue), 0, -1)
         pipe.zrange(keys.groups_held(queue), 0, -1)
-        stored, active, held = pipe.execute(raise_on_error=False)
+        pipe.zrange(keys.leases(queue), 0, -1)
+        stored, active, held, running = pipe.execute(raise_on_error=False)
     stored = stored if isinstance(stored, dict) else {}
-    prefix = keys.group_slots_prefix(queue)
-    with reaching(client):
-        running_groups = [key[len(prefix):] for key in
-                          client.scan_iter(match=prefix + "*", count=1000)]
+    running_groups = _groups_of_tasks(client, keys, running if isinstance(running, list)
+                                      else [])
     seen = [group for reply in (active, held) if isinstance(reply, list) for group in reply]
     named = [field for field in stored if field not in ("", DEFAULT_GROUP)]
     defaulted = [group for group in dict.fromkeys([*seen, *running_groups])
@@ -61,6 +60,18 @@ def read_limits_and_groups(client: redis.Redis, keys: KeySpace, queue: str,
         replace(default, group=name, running=per_group[name][0], waiting=per_group[name][1])
         for name in defaulted]
     return found, busiest_first({limit.group: limit for limit in governed})
+
+
+def _groups_of_tasks(client: redis.Redis, keys: KeySpace, task_ids: list[str]) -> list[str]:
+    """The groups of the tasks `task_ids` (running: their leases), in one round trip; a
+    task of no group, or whose hash is of another type, has none."""
+    if not task_ids:
+        return []
+    with reaching(client), client.pipeline(transaction=False) as pipe:
+        for task_id in task_ids:
+            pipe.hget(keys.task(task_id), "group")
+        replies = pipe.execute(raise_on_error=False)
+    return [group for group in replies if isinstance(group, str) and group]
 
 
 def _counts(client: redis.Redis, keys: KeySpace, queue: str, groups: list[str],
