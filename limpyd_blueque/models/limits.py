@@ -58,7 +58,7 @@ def read_limits_and_groups(client: redis.Redis, keys: KeySpace, queue: str,
     default = found.get(DEFAULT_GROUP)
     governed = [] if default is None else [
         replace(default, group=name, running=per_group[name][0], waiting=per_group[name][1])
-        for name in defaulted]
+        for name in defaulted if any(per_group[name])]  # (one just emptied keeps its turn)
     return found, busiest_first({limit.group: limit for limit in governed})
 
 

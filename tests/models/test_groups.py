@@ -132,13 +132,23 @@ def test_a_group_held_back_keeps_the_turns_of_the_others(queue, conn):
     assert conn.hget("blueque:fair:gq", "") is not None  # the clock was never reset
 
 
-def test_the_fair_clock_starts_again_once_no_group_waits(queue, conn):
-    queue.enqueue_many(list(range(2)), group="a")
+def test_an_emptied_group_keeps_its_turn_one_round_then_the_clock_starts_again(queue, conn):
+    queue.enqueue_many(list(range(3)), group="a")
     queue.enqueue("b", group="b")
     assert groups_of([take(), take()]) == ["a", "b"]
-    assert conn.hexists("blueque:fair:gq", "b")  # b left while a waited: its turn saved
-    assert groups_of([take()]) == ["a"]
-    assert not conn.exists("blueque:fair:gq")  # nothing waits: clock and saved turns gone
+    assert conn.zscore("blueque:groups:gq", "b") == 1  # emptied: keeps its next turn
+    assert groups_of([take(), take()]) == ["a", "a"]  # b's place came round: b left
+    assert not conn.exists("blueque:groups:gq", "blueque:fair:gq")  # the clock from 0
+    assert take() is None
+
+
+def test_groups_that_come_and_go_leave_nothing_behind(queue, conn):
+    queue.enqueue_many(list(range(300)), group="steady")
+    for n in range(200):  # a group of one task at every other start
+        queue.enqueue("x", group=f"once:{n}")
+        assert groups_of([take(), take()]).count("steady") >= 1
+    assert conn.zcard("blueque:groups:gq") <= 3  # steady and the last ones emptied
+    assert conn.hlen("blueque:fair:gq") == 1  # the clock only
 
 
 # -- limits -------------------------------------------------------------------------------------

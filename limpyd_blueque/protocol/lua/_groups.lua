@@ -6,11 +6,14 @@
 -- * The groups whose tasks wait and may start are in `groups`, scored by their turn: a
 --   start-time fair queue. The clock (the `fair` hash's '' field) is the turn of the last
 --   start; a group's next turn is one stride (1 / its weight) after its last. A group
---   that joins takes the later of the clock and the turn it saved when it left (the
---   `fair` hash's field of its name): a group that had nothing waiting starts at the
---   next free slot, and one that empties and fills again gets its share, not more. Equal
---   turns go by the group's name. Once no group waits, the clock starts again from 0.
--- * A group whose limit is reached waits in `held` instead (its turn saved), scored by
+--   that empties keeps its place in `groups` until its turn comes round (then it leaves,
+--   as nothing waits in it): one that fills again meanwhile keeps its turn, so it gets
+--   its share and no more; a group that joins anew takes the clock, and so starts at the
+--   next free slot. Equal turns go by the group's name. Once no group waits, the clock
+--   starts again from 0. `groups` thus holds the groups with tasks waiting and the ones
+--   emptied within about one round of turns.
+-- * A group whose limit is reached waits in `held` instead (its turn saved in the `fair`
+--   hash's field of its name, taken back when it takes a turn again), scored by
 --   when to look again: the end of its window of starts, or, when its running tasks fill
 --   its slots, when one of them frees (`slot_free`), RECHECK seconds at the latest (a
 --   slot freed by a hand other than this library's steps). A limit changed looks again
@@ -98,7 +101,7 @@ local function groups()
     end
 
     -- the turn `group` takes as it joins: the later of the clock and the turn it saved when
-    -- it left (forgotten now)
+    -- it was held back (forgotten now)
     local function joining_turn(g, group)
         local read = redis.pcall('HMGET', g.fair, '', group)
         if read.err then return '0' end
@@ -108,7 +111,7 @@ local function groups()
         return turn_text(clock)
     end
 
-    -- `group` leaves its turn, saving it (`turn`, its next one) for when it joins again
+    -- `group`, held back, leaves its turn, saving it (`turn`) for when it takes one again
     local function leave_turn(g, group, turn)
         redis.pcall('ZREM', g.groups, group)
         redis.pcall('HSET', g.fair, group, turn)
@@ -138,28 +141,37 @@ local function groups()
         return true
     end
 
+    -- `group`, found with nothing waiting when its turn came round, leaves `groups`; the
+    -- last to leave starts the clock again from 0 when no group is held back either
+    local function group_forget(g, group)
+        redis.call('ZREM', g.groups, group)
+        if redis.call('ZCARD', g.groups) == 0 and redis.call('EXISTS', g.held) == 0 then
+            redis.call('DEL', g.fair)
+        end
+    end
+
+    -- a group held back takes a turn again (a slot freed, its window opened, a limit
+    -- changed, its line emptied), and the idle workers are told when tasks wait in it
+    local function group_release(g, group)
+        if redis.pcall('ZREM', g.held, group) ~= 1 then return end
+        redis.pcall('ZADD', g.groups, joining_turn(g, group), group)
+        if redis.call('EXISTS', g.lines .. group) == 1 then
+            redis.pcall('PUBLISH', g.channel, 1)
+        end
+    end
+
     -- take task `id` out of the line of `group`; true when it was there. A group left with
-    -- nothing waiting leaves its turn (or its hold).
+    -- nothing waiting keeps its turn (see `groups` above), even when it was held back,
+    -- unless no other group waits
     local function group_remove(g, id, group)
         if redis.pcall('ZREM', g.grouped, id) ~= 1 then return false end
         local line = g.lines .. group
         redis.pcall('ZREM', line, id)  -- (of another type: the reserve step drops the entry)
         if redis.call('EXISTS', line) == 0 then
-            local turn = redis.pcall('ZSCORE', g.groups, group)
-            if type(turn) == 'string' then leave_turn(g, group, turn) end
-            redis.pcall('ZREM', g.held, group)
+            group_release(g, group)
+            if redis.pcall('ZCARD', g.groups) == 1 then group_forget(g, group) end
         end
         return true
-    end
-
-    -- a group held back takes a turn again (a slot freed, its window opened, a limit
-    -- changed), and the idle workers are told
-    local function group_release(g, group)
-        if redis.pcall('ZREM', g.held, group) ~= 1 then return end
-        if redis.call('EXISTS', g.lines .. group) == 1 then
-            redis.pcall('ZADD', g.groups, joining_turn(g, group), group)
-            redis.pcall('PUBLISH', g.channel, 1)
-        end
     end
 
     -- the running task `id` of `group` lets its slot go (its lease ended); its group, if
@@ -252,7 +264,9 @@ local function groups()
             if limit.running and slots_taken(g, group, leases) >= limit.running then
                 reopens = math.max(reopens or 0, now + RECHECK)
             end
-            if reopens then
+            if reopens and redis.call('EXISTS', g.lines .. group) == 0 then
+                group_forget(g, group)  -- its turn came round, nothing waits
+            elseif reopens then
                 leave_turn(g, group, turn)
                 redis.call('ZADD', g.held, turn_text(reopens), group)
             else
@@ -271,18 +285,18 @@ local function groups()
                         return nil, refusal(g.fair, 'hash')
                     end
                     local after = turn_text(tonumber(turn) + 1 / limit.weight)
-                    if redis.call('EXISTS', g.lines .. group) == 1 then
-                        redis.call('ZADD', g.groups, after, group)
-                    elseif redis.call('ZCARD', g.groups) > 1
+                    if redis.call('EXISTS', g.lines .. group) == 1
+                            or redis.call('ZCARD', g.groups) > 1
                             or redis.call('EXISTS', g.held) == 1 then
-                        leave_turn(g, group, after)  -- other groups wait, or are held
+                        -- its next turn (emptied, it keeps it until its turn comes round)
+                        redis.call('ZADD', g.groups, after, group)
                     else  -- no group waits any more: the clock starts again from 0
                         redis.call('ZREM', g.groups, group)
                         redis.call('DEL', g.fair)
                     end
                     return {popped[1], popped[2], group, limit, turn}
                 end
-                redis.call('ZREM', g.groups, group)  -- nothing waits in it after all
+                group_forget(g, group)  -- nothing waits in it after all
             end
         end
         return nil, 'more'
