@@ -543,7 +543,8 @@ def server_cost_section() -> str:
     """Where the server's instructions go per task (bench/server_cost.py, callgrind)."""
     path = RESULTS / "server_cost.json"
     if not path.exists():
-        return NOT_MEASURED[0].upper() + NOT_MEASURED[1:] + " (``bench/server_cost.py`` needs valgrind)."
+        return (NOT_MEASURED[0].upper() + NOT_MEASURED[1:]
+                + " (``bench/server_cost.py`` needs valgrind).")
     report = json.loads(path.read_text())
     steps = report["steps"]
     columns = [("reserve", "reserve"), ("finish", "complete"), ("both", "both steps"),
