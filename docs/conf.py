@@ -40,7 +40,7 @@ autodoc_default_options = {"members": True, "show-inheritance": True}
 nitpick_ignore_regex = [
     (r"py:(class|obj|exc|data)", r"(aioredis|redis|limpyd|typing|collections|argparse|"
                                  r"datetime|logging|enum|types|concurrent|threading|"
-                                 r"pathlib|builtins|_?io|re|json|os|signal|subprocess)\..*"),
+                                 r"pathlib|builtins|_?io|re|json|os|signal|subprocess|asyncio)\..*"),
     (r"py:(class|obj)", r"limpyd_blueque\.(protocol\.(scripts|statistics)|"
                         r"worker\.(heartbeat|running|recovery|runners|messages|contract))\..*"),
     (r"py:(class|obj)", r"T|RunningTask|Reservation|Tally"),

@@ -20,6 +20,8 @@ synchronous.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -45,6 +47,7 @@ from .exceptions import (
 from .models import Job
 from .models.producing import prepare_tasks
 from .models.task import TaskData
+from .models.waiting import outcome, settled, time_left
 from .protocol import statistics
 from .protocol.keys import DEFAULT_PREFIX, KeySpace, check_queue_name, keyspace
 from .protocol.scripts import Plan, Planner, _load, _str, script_refusal
@@ -53,7 +56,7 @@ from .protocol.values import check_task_id, timestamp
 
 T = TypeVar("T")
 #: the scripts a producer runs
-SCRIPTS = ("enqueue", "enqueue_options", "cancel")
+SCRIPTS = ("enqueue", "enqueue_options", "cancel", "watch")
 #: the statuses a cancel of a task of this queue never refuses
 WAITING_OR_RUNNING = WAITING | RUNNING
 
@@ -137,9 +140,78 @@ class AsyncScripts:
         return plan.read(reply)
 
 
+class Outcomes:
+    """The outcome channels of the tasks some coroutines wait for (`Queue.wait`), on one
+    subscription: a channel is subscribed while a waiter listens to it, and a reading
+    task, running while there are any, wakes the waiters of each message's channel. A
+    lost subscription is made again by redis-py when it reconnects; the waiters read
+    their task every two seconds or so meanwhile, and at once when it breaks."""
+
+    def __init__(self, client: aioredis.Redis) -> None:
+        self.client = client
+        self.waiters: dict[str, set[asyncio.Event]] = {}
+        self.pubsub: Any = None
+        self.reader: asyncio.Future[None] | None = None
+
+    async def listen(self, channel: str) -> asyncio.Event:
+        """An event set at each message on `channel`, until `forget`."""
+        told = asyncio.Event()
+        first = channel not in self.waiters
+        self.waiters.setdefault(channel, set()).add(told)
+        if self.pubsub is None:
+            self.pubsub = self.client.pubsub(ignore_subscribe_messages=True)
+        if first:
+            with contextlib.suppress(RedisError):  # its waiter reads every 2 s anyway
+                await self.pubsub.subscribe(channel)
+        if self.reader is None or self.reader.done():
+            self.reader = asyncio.ensure_future(self._read())
+        return told
+
+    async def forget(self, channel: str, told: asyncio.Event) -> None:
+        waiters = self.waiters.get(channel)
+        if waiters is None:
+            return
+        waiters.discard(told)
+        if not waiters:
+            del self.waiters[channel]
+            with contextlib.suppress(RedisError):
+                await self.pubsub.unsubscribe(channel)
+
+    async def _read(self) -> None:
+        """Read the messages while any waiter listens; then close the subscription (a
+        waiter that came meanwhile gets a reader of its own)."""
+        try:
+            while self.waiters:
+                try:
+                    message = await self.pubsub.get_message(timeout=1.0)
+                except RedisError:  # messages may have been lost: every waiter reads
+                    for waiters in self.waiters.values():
+                        for told in waiters:
+                            told.set()
+                    await asyncio.sleep(0.1)
+                    continue
+                if message and message.get("type") == "message":
+                    for told in self.waiters.get(message["channel"], ()):
+                        told.set()
+        finally:
+            pubsub = self.pubsub
+            if not self.waiters and pubsub is not None:
+                self.pubsub = None
+                with contextlib.suppress(RedisError):
+                    await (getattr(pubsub, "aclose", None) or pubsub.reset)()
+            self.reader = None
+            if self.waiters:
+                if self.pubsub is None:
+                    self.pubsub = self.client.pubsub(ignore_subscribe_messages=True)
+                    with contextlib.suppress(RedisError):
+                        await self.pubsub.subscribe(*self.waiters)
+                self.reader = asyncio.ensure_future(self._read())
+
+
 class Queue:
     """A queue, for asyncio producers: `enqueue`, `enqueue_many`, `schedule`, `get`,
-    `cancel` and `statistics`, each as the synchronous `Queue` (or `Job`) does it."""
+    `cancel`, `wait` and `statistics`, each as the synchronous `Queue` (or `Job`) does
+    it."""
 
     def __init__(self, name: str, client: aioredis.Redis, *, prefix: str = DEFAULT_PREFIX,
                  job_model: type[Job] = Job) -> None:
@@ -148,6 +220,7 @@ class Queue:
         self.keys = keyspace(prefix, is_cluster(client))
         self.job_model = job_model
         self.scripts = AsyncScripts(client, self.keys)
+        self._outcomes = Outcomes(client)
 
     def __repr__(self) -> str:
         return f"aio.Queue({self.name!r})"
@@ -214,6 +287,32 @@ class Queue:
             return False
         raise InvalidTransition(task_id, outcome.status, "canceled",
                                 "only a waiting or running task can be canceled")
+
+    async def wait(self, task_id: str, timeout: float | None = None) -> str:
+        """Wait until a task finishes, as `Job.wait` does: its result once complete;
+        `TaskFailed` (with its error; `stored_error` is None here), `TaskCanceled`,
+        `TimeoutError` after `timeout` seconds, `TaskNotFound`. Woken by the message its
+        finish publishes (one subscription per queue object, whatever the number of
+        waiters), and reading the task every two seconds or so in case one is lost (at
+        once when the subscription breaks)."""
+        task_id = check_task_id(task_id)
+        if timeout is not None and timeout < 0:
+            raise ValueError(f"timeout must be 0 or more seconds, not {timeout!r}")
+        deadline = None if timeout is None else time.monotonic() + timeout
+        channel = self.keys.outcome_channel(task_id)
+        told = await self._outcomes.listen(channel)
+        try:
+            while True:
+                told.clear()
+                watched = settled(task_id, await self.scripts.execute(
+                    self.scripts.plans.watch(task_id)))
+                if watched is not None:
+                    return outcome(task_id, watched)
+                left = time_left(deadline, task_id, timeout)
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(told.wait(), timeout=left)
+        finally:
+            await self._outcomes.forget(channel, told)
 
     async def statistics(self) -> dict[str, dict[str, int]]:
         """This queue's statistics, in one round trip (see `Queue.statistics`)."""

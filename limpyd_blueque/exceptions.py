@@ -159,3 +159,27 @@ REDIS_AWAY: tuple[type[LimpydBluequeError], ...] = (RedisUnavailable, RedisFull)
 #: ... and a record of another type where a step expects its own: what a worker's
 #: housekeeping (unregistering, taking back a dead worker's tasks) logs and goes past
 HOUSEKEEPING_ERRORS: tuple[type[LimpydBluequeError], ...] = (*REDIS_AWAY, ProtocolError)
+
+
+class TaskFailed(LimpydBluequeError):
+    """The task a producer waited for failed for good (`Job.wait`, `aio.Queue.wait`).
+
+    `error` is the error its hash stores (the last attempt's); `stored_error`, from
+    `Job.wait`, the newest `Error` record stored for it (None when none is, as in the
+    cluster key mode, or from `aio`)."""
+
+    def __init__(self, task_id: str, error: str, stored_error: object = None) -> None:
+        super().__init__(f"task {task_id!a} failed: {error or '(no error recorded)'}")
+        self.task_id = task_id
+        self.error = error
+        self.stored_error = stored_error
+
+
+class TaskCanceled(LimpydBluequeError):
+    """The task a producer waited for was canceled, or expired before it ran (`status`
+    says which): it has no result (`Job.wait`, `aio.Queue.wait`)."""
+
+    def __init__(self, task_id: str, status: str) -> None:
+        super().__init__(f"task {task_id!a} {status}: it has no result")
+        self.task_id = task_id
+        self.status = status

@@ -17,6 +17,7 @@ from ..protocol.statuses import FINISHED, FINISHED_BY_RUN, RETRYABLE, RUNNING, S
 from .producing import enqueue_tasks
 from .progress import CheckpointRecord, Progress, ProgressReporter
 from .task import Task
+from .waiting import wait_for
 
 if TYPE_CHECKING:
     from .progress import Writer
@@ -130,6 +131,16 @@ class Job(Task):
         `timedelta`). When the code returns, the task goes back to the scheduled set: not a
         failure, no retry used, its result not stored (raising `Delay` does the same)."""
         self.delay_requested = seconds("delay", wait)
+
+    def wait(self, timeout: float | None = None) -> str:
+        """Block until the task finishes, from a producer: its result (the text it
+        stores) once complete; `TaskFailed` (with its error, and the newest `Error`
+        stored for it) once failed for good; `TaskCanceled` once canceled or expired;
+        `TimeoutError` after `timeout` seconds (None: no limit); `TaskNotFound` when
+        there is no such task. A task finished already answers at once. Woken by the
+        message its finish publishes, and reading the task every two seconds or so in
+        case one is lost (see `models.waiting`)."""
+        return wait_for(type(self), self.task_id, timeout)
 
     def cancel(self) -> bool:
         """Cancel the task. A waiting one (pending or scheduled) is canceled at once: status

@@ -454,6 +454,11 @@ class KeySpace:
         """Pub/sub channel told about each new pending task of a queue."""
         return self._own("wake", queue)
 
+    def outcome_channel(self, task_id: str) -> str:
+        """Pub/sub channel told when a task someone waits for finishes (its status is the
+        message; see `Job.wait`)."""
+        return self._own("outcome", task_id)
+
     def orm(self, *parts: str) -> str:
         """A key of a limpyd model living in this key space (`<prefix>:<part>:...`)."""
         return self._own(*parts)

@@ -31,7 +31,7 @@ SCRIPT_NAMES = (
     "enqueue", "enqueue_options", "enqueue_due", "reserve", "start", "finish", "delete",
     "add_listener", "remove_listener", "materialize", "requeue", "renew", "recover",
     "tidy", "terms", "cancel", "retry", "tick", "bury", "touch", "kick", "expire_due", "empty",
-    "report", "stall", "set_aside", "limit",
+    "report", "stall", "set_aside", "limit", "watch",
 )
 
 #: shared Lua functions, prepended to the scripts that use them, the last first (each
@@ -54,7 +54,7 @@ SHARED = {
     "_types": ("enqueue", "enqueue_options", "enqueue_due", "reserve", "start", "finish", "delete",
                "add_listener", "remove_listener", "requeue", "renew", "recover", "tidy",
                "terms", "materialize", "cancel", "retry", "tick", "bury", "touch", "kick",
-               "expire_due", "empty", "report", "stall", "limit"),
+               "expire_due", "empty", "report", "stall", "limit", "watch"),
 }
 
 
@@ -461,6 +461,12 @@ class Planner:
         return Plan("enqueue_options", keys, args, lambda flat: [
             (task_id, bool(int(done))) for task_id, done in zip(flat[::2], flat[1::2])])
 
+    def watch(self, task_id: str) -> Plan[Watched | None]:
+        """Mark a task as waited for (the step that finishes it then publishes its status
+        on `KeySpace.outcome_channel`) and read its outcome; None when there is no such
+        task."""
+        return Plan("watch", [self.keys.task(task_id)], [], _watched)
+
     def cancel(self, queue: str, task_id: str, now: float,
                retention: Retention = DEFAULT_RETENTION) -> Plan[StepResult]:
         """Cancel a waiting (pending or scheduled) task of `queue` at once (`done`), or
@@ -472,8 +478,23 @@ class Planner:
                 k.retention(queue), k.throughput(queue, int(now // 60)), k.canceling(queue)]
         return Plan("cancel", keys, [task_id, queue, now, k.utube_lists(queue), k.task_prefix,
                                      k.wake_channel(queue), retention.result_ttl,
-                                     retention.failure_ttl, k.group_layout(queue)],
+                                     retention.failure_ttl, k.group_layout(queue),
+                                     k.outcome_channel(task_id)],
                     _cancel_result)
+
+
+@dataclass(frozen=True)
+class Watched:
+    """A task's outcome as a waiting producer reads it (see `Planner.watch`): its status,
+    and its stored result and error ('' when unset)."""
+
+    status: str
+    result: str
+    error: str
+
+
+def _watched(reply: list[Any]) -> Watched | None:
+    return Watched(*reply) if reply else None
 
 
 def _cancel_result(reply: list[Any]) -> StepResult:
@@ -871,7 +892,7 @@ class Scripts(ScriptRunner):
                           [task_id, listener_id, pid, status, value, now, attempt,
                            *self._utube_args(queue), retention.result_ttl,
                            retention.failure_ttl, 1 if tally is not None else None,
-                           queue_ttl, k.group_layout(queue)])
+                           queue_ttl, k.group_layout(queue), k.outcome_channel(task_id)])
         result = StepResult.from_reply(reply)
         if tally is not None and result.done:
             tally.finished(queue, "canceled" if result.canceled else status, reply[2] or None,
@@ -989,6 +1010,10 @@ class Scripts(ScriptRunner):
             self.client.delete(*(k.throughput(queue, m)
                                  for m in range(minute - kept - 1, minute + 2)))
         return int(deleted), bool(int(done))
+
+    def watch(self, task_id: str) -> Watched | None:
+        """`Planner.watch`, run."""
+        return self._execute(self.plans.watch(task_id))
 
     def cancel(self, queue: str, task_id: str, now: float,
                retention: Retention = DEFAULT_RETENTION) -> StepResult:

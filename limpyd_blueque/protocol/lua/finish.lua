@@ -22,7 +22,8 @@
 -- status asked (`result_ttl` or `failure_ttl`) as the reserve step read it, for a task's
 -- retention is one of its terms, fixed when it was taken ('': not known, read here),
 -- ARGV[16] the keys of the queue's groups (keys.KeySpace.group_layout): a task of a group
--- lets its slot go
+-- lets its slot go, ARGV[17] the task's outcome channel: told its status when a producer
+-- waits for it (its `waited` field, see watch.lua)
 -- A task with a utube key hands it to the next task of that key (see _line.lua).
 -- Returns {1, held, started_at} when finished, {2, held, started_at} when filed as
 -- canceled (`held`: 'reserved' or 'started', the status it had; `started_at`: when it
@@ -46,7 +47,8 @@ local MISFITS = {{KEYS[1], 'hash'}, {KEYS[2], 'list'}, {KEYS[3], 'set'},
     {KEYS[8], 'zset'}, {KEYS[9], 'list'}, {KEYS[10], 'zset'}, {KEYS[11], 'list'}}
 local id, listener, task = ARGV[1], ARGV[2], KEYS[1]
 local got = redis.pcall('HMGET', task, 'status', 'node', 'attempt', 'cancel_requested',
-    'started_at', 'pid', 'stalled_at', 'utube', 'result_ttl', 'failure_ttl', 'group')
+    'started_at', 'pid', 'stalled_at', 'utube', 'result_ttl', 'failure_ttl', 'group',
+    'waited')
 if refused(got) then return refuse_misfit(MISFITS) end
 local held, node, current = got[1], got[2] or '', got[3] or ''
 if not held then return {-1} end
@@ -121,6 +123,7 @@ if status == 'complete' then own_ttl = got[9] end
 retain({retention = KEYS[13], settings = KEYS[12], throughput = throughput, stats = stats,
     result_ttl = ARGV[12], failure_ttl = ARGV[13], own_ttl = own_ttl, queue_ttl = queue_ttl},
     task, id, status, ARGV[6])
+if got[12] then redis.call('PUBLISH', ARGV[17], status) end
 local ran = ''
 if held == 'started' then ran = got[5] or '' end
 if status == 'canceled' then return {2, held, ran} end
