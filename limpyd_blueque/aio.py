@@ -23,9 +23,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import weakref
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any, TypeVar, cast
+from typing import Any, ClassVar, TypeVar, cast
 
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
@@ -47,7 +48,7 @@ from .exceptions import (
 from .models import Job
 from .models.producing import prepare_tasks
 from .models.task import TaskData
-from .models.waiting import outcome, settled, time_left
+from .models.waiting import RETRY, check_timeout, outcome, settled, time_left
 from .protocol import statistics
 from .protocol.keys import DEFAULT_PREFIX, KeySpace, check_queue_name, keyspace
 from .protocol.scripts import Plan, Planner, _load, _str, script_refusal
@@ -140,12 +141,19 @@ class AsyncScripts:
         return plan.read(reply)
 
 
+#: what redis-py raises from a subscription that broke, or that a cancel left half made
+#: (its connection unset: RuntimeError, or AttributeError within redis-py)
+BROKEN = (RedisError, RuntimeError, AttributeError)
+
+
 class Outcomes:
     """The outcome channels of the tasks some coroutines wait for (`Queue.wait`), on one
-    subscription: a channel is subscribed while a waiter listens to it, and a reading
-    task, running while there are any, wakes the waiters of each message's channel. A
-    lost subscription is made again by redis-py when it reconnects; the waiters read
-    their task every two seconds or so meanwhile, and at once when it breaks."""
+    subscription per client (`of`): a channel is subscribed while a waiter listens to it,
+    and a reading task, running while there are any, wakes the waiters of each message's
+    channel. When the subscription breaks, every waiter reads its task, and the channels
+    are subscribed again."""
+
+    _by_client: ClassVar[weakref.WeakKeyDictionary[Any, Outcomes]] = weakref.WeakKeyDictionary()
 
     def __init__(self, client: aioredis.Redis) -> None:
         self.client = client
@@ -153,16 +161,29 @@ class Outcomes:
         self.pubsub: Any = None
         self.reader: asyncio.Future[None] | None = None
 
+    @classmethod
+    def of(cls, client: aioredis.Redis) -> Outcomes:
+        """The one `Outcomes` of `client`."""
+        found = cls._by_client.get(client)
+        if found is None:
+            found = cls._by_client[client] = cls(client)
+        return found
+
     async def listen(self, channel: str) -> asyncio.Event:
-        """An event set at each message on `channel`, until `forget`."""
+        """An event set at each message on `channel` (and when messages may have been
+        lost), until `forget`."""
         told = asyncio.Event()
         first = channel not in self.waiters
         self.waiters.setdefault(channel, set()).add(told)
-        if self.pubsub is None:
-            self.pubsub = self.client.pubsub(ignore_subscribe_messages=True)
-        if first:
-            with contextlib.suppress(RedisError):  # its waiter reads every 2 s anyway
-                await self.pubsub.subscribe(channel)
+        try:
+            if self.pubsub is None:
+                self.pubsub = self.client.pubsub(ignore_subscribe_messages=True)
+            if first:
+                with contextlib.suppress(RedisError):  # its waiter reads anyway
+                    await self.pubsub.subscribe(channel)
+        except BaseException:  # canceled while subscribing: nothing left behind
+            await self.forget(channel, told)
+            raise
         if self.reader is None or self.reader.done():
             self.reader = asyncio.ensure_future(self._read())
         return told
@@ -174,38 +195,49 @@ class Outcomes:
         waiters.discard(told)
         if not waiters:
             del self.waiters[channel]
+            if self.pubsub is not None:
+                try:
+                    await self.pubsub.unsubscribe(channel)
+                except BROKEN:  # a subscription cut short (a cancel): made anew
+                    await self._renew()
+
+    async def _renew(self) -> None:
+        """A new subscription to every channel listened to, the old one closed (a broken
+        subscription, or one a cancel left half made)."""
+        pubsub, self.pubsub = self.pubsub, None
+        if pubsub is not None:
+            with contextlib.suppress(*BROKEN):
+                await (getattr(pubsub, "aclose", None) or pubsub.reset)()
+        if self.waiters:
+            self.pubsub = self.client.pubsub(ignore_subscribe_messages=True)
             with contextlib.suppress(RedisError):
-                await self.pubsub.unsubscribe(channel)
+                await self.pubsub.subscribe(*self.waiters)
+
+    def _tell_all(self) -> None:
+        for waiters in self.waiters.values():
+            for told in waiters:
+                told.set()
 
     async def _read(self) -> None:
-        """Read the messages while any waiter listens; then close the subscription (a
-        waiter that came meanwhile gets a reader of its own)."""
+        """Read the messages while any waiter listens, then close the subscription."""
         try:
             while self.waiters:
                 try:
+                    if self.pubsub is None:
+                        raise RuntimeError("no subscription")
                     message = await self.pubsub.get_message(timeout=1.0)
-                except RedisError:  # messages may have been lost: every waiter reads
-                    for waiters in self.waiters.values():
-                        for told in waiters:
-                            told.set()
-                    await asyncio.sleep(0.1)
+                except BROKEN:  # broken, or never made: every waiter reads; anew
+                    self._tell_all()
+                    await asyncio.sleep(0.5)
+                    await self._renew()
                     continue
                 if message and message.get("type") == "message":
                     for told in self.waiters.get(message["channel"], ()):
                         told.set()
         finally:
-            pubsub = self.pubsub
-            if not self.waiters and pubsub is not None:
-                self.pubsub = None
-                with contextlib.suppress(RedisError):
-                    await (getattr(pubsub, "aclose", None) or pubsub.reset)()
             self.reader = None
-            if self.waiters:
-                if self.pubsub is None:
-                    self.pubsub = self.client.pubsub(ignore_subscribe_messages=True)
-                    with contextlib.suppress(RedisError):
-                        await self.pubsub.subscribe(*self.waiters)
-                self.reader = asyncio.ensure_future(self._read())
+            if not self.waiters and self.pubsub is not None:
+                await self._renew()  # (no waiter: closed, none made)
 
 
 class Queue:
@@ -220,7 +252,6 @@ class Queue:
         self.keys = keyspace(prefix, is_cluster(client))
         self.job_model = job_model
         self.scripts = AsyncScripts(client, self.keys)
-        self._outcomes = Outcomes(client)
 
     def __repr__(self) -> str:
         return f"aio.Queue({self.name!r})"
@@ -290,29 +321,33 @@ class Queue:
 
     async def wait(self, task_id: str, timeout: float | None = None) -> str:
         """Wait until a task finishes, as `Job.wait` does: its result once complete;
-        `TaskFailed` (with its error; `stored_error` is None here), `TaskCanceled`,
-        `TimeoutError` after `timeout` seconds, `TaskNotFound`. Woken by the message its
-        finish publishes (one subscription per queue object, whatever the number of
-        waiters), and reading the task every two seconds or so in case one is lost (at
-        once when the subscription breaks)."""
+        `TaskFailed` (with its error; `stored_error` is None here: the `Error` records
+        are the synchronous models'), `TaskCanceled`, `TimeoutError` after `timeout`
+        seconds, `TaskNotFound`. Woken by the message its finish publishes (one
+        subscription per client, whatever the number of waiters), reading the task
+        every two seconds or so in case one is lost, and trying again while Redis
+        cannot be reached."""
         task_id = check_task_id(task_id)
-        if timeout is not None and timeout < 0:
-            raise ValueError(f"timeout must be 0 or more seconds, not {timeout!r}")
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = check_timeout(timeout)
         channel = self.keys.outcome_channel(task_id)
-        told = await self._outcomes.listen(channel)
+        outcomes = Outcomes.of(self.client)
+        told = await outcomes.listen(channel)
         try:
             while True:
                 told.clear()
-                watched = settled(task_id, await self.scripts.execute(
-                    self.scripts.plans.watch(task_id)))
+                try:
+                    watched = settled(task_id, await self.scripts.execute(
+                        self.scripts.plans.watch(task_id)))
+                except RedisError:  # Redis away (a restart, a failover): try again
+                    await asyncio.sleep(time_left(deadline, task_id, timeout, RETRY))
+                    continue
                 if watched is not None:
                     return outcome(task_id, watched)
                 left = time_left(deadline, task_id, timeout)
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(told.wait(), timeout=left)
         finally:
-            await self._outcomes.forget(channel, told)
+            await outcomes.forget(channel, told)
 
     async def statistics(self) -> dict[str, dict[str, int]]:
         """This queue's statistics, in one round trip (see `Queue.statistics`)."""

@@ -1,7 +1,8 @@
 """The limpyd models: `Job` (on `Task`) and `Queue` live on the Blueque keys, `Error`
 beside them.
 
-Models hold data and the protocol steps; they never fork, sleep or log. Each step
+Models hold data and the protocol steps; they never fork or log, and block only in
+`Job.wait` (a producer waiting for a task's outcome, `waiting`). Each step
 is one call to a script of `protocol.scripts.Scripts`. `use_redis` binds them to a
 database.
 """

@@ -20,6 +20,7 @@ from ..protocol.options import FOREVER
 from ..protocol.values import MAX_SECONDS, shown
 from .base import BluequeModel
 from .job import Job
+from .waiting import register_errors
 
 
 class Error(BluequeModel):
@@ -223,6 +224,9 @@ class Error(BluequeModel):
         if timestamp is None:
             raise TypeError(f"error {self.pk.get()!r} has no timestamp")
         return datetime.fromtimestamp(float(timestamp), timezone.utc)
+
+
+register_errors(Error)
 
 
 def _moment(text: str | None) -> float:

@@ -140,7 +140,7 @@ class Job(Task):
         there is no such task. A task finished already answers at once. Woken by the
         message its finish publishes, and reading the task every two seconds or so in
         case one is lost (see `models.waiting`)."""
-        return wait_for(type(self), self.task_id, timeout)
+        return wait_for(self.scripts(), self.keys(), self.client(), self.task_id, timeout)
 
     def cancel(self) -> bool:
         """Cancel the task. A waiting one (pending or scheduled) is canceled at once: status

@@ -465,7 +465,8 @@ class Planner:
         """Mark a task as waited for (the step that finishes it then publishes its status
         on `KeySpace.outcome_channel`) and read its outcome; None when there is no such
         task."""
-        return Plan("watch", [self.keys.task(task_id)], [], _watched)
+        return Plan("watch", [self.keys.task(task_id)], [self.keys.outcome_channel(task_id)],
+                    _watched)
 
     def cancel(self, queue: str, task_id: str, now: float,
                retention: Retention = DEFAULT_RETENTION) -> Plan[StepResult]:
@@ -478,19 +479,19 @@ class Planner:
                 k.retention(queue), k.throughput(queue, int(now // 60)), k.canceling(queue)]
         return Plan("cancel", keys, [task_id, queue, now, k.utube_lists(queue), k.task_prefix,
                                      k.wake_channel(queue), retention.result_ttl,
-                                     retention.failure_ttl, k.group_layout(queue),
-                                     k.outcome_channel(task_id)],
+                                     retention.failure_ttl, k.group_layout(queue)],
                     _cancel_result)
 
 
 @dataclass(frozen=True)
 class Watched:
     """A task's outcome as a waiting producer reads it (see `Planner.watch`): its status,
-    and its stored result and error ('' when unset)."""
+    its stored result and error, and its attempt ('' when unset)."""
 
     status: str
     result: str
     error: str
+    attempt: str
 
 
 def _watched(reply: list[Any]) -> Watched | None:
@@ -892,7 +893,7 @@ class Scripts(ScriptRunner):
                           [task_id, listener_id, pid, status, value, now, attempt,
                            *self._utube_args(queue), retention.result_ttl,
                            retention.failure_ttl, 1 if tally is not None else None,
-                           queue_ttl, k.group_layout(queue), k.outcome_channel(task_id)])
+                           queue_ttl, k.group_layout(queue)])
         result = StepResult.from_reply(reply)
         if tally is not None and result.done:
             tally.finished(queue, "canceled" if result.canceled else status, reply[2] or None,

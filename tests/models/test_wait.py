@@ -54,7 +54,7 @@ def test_wait_returns_the_result_once_the_task_completes(database, conn):
     assert job.wait(timeout=10) == "forty-two"
     assert 0.25 < time.monotonic() - began < 0.9  # woken by the message, not the read
     assert time.time() - finished[0] < 0.2
-    assert conn.hget(f"blueque_task_{job.task_id}", "waited") == "1"
+    assert conn.hget(f"blueque_task_{job.task_id}", "waited") == f"blueque:outcome:{job.task_id}"
 
 
 def test_a_task_finished_already_answers_at_once(database):
@@ -71,27 +71,53 @@ def failing(job, queue):
     raise error
 
 
-def test_a_failed_task_raises_task_failed_with_its_error_and_its_stored_error(database):
-    job = Queue.named("wf").enqueue("x")
+def failure_waited_for(job, **worker):
+    """The `TaskFailed` a waiter of `job` gets while a worker (in the main thread: it
+    handles signals) runs it and it fails for good."""
     raised = []
 
     def wait():
         try:
-            job.wait(timeout=20)
+            job.wait(timeout=30)
         except TaskFailed as error:
             raised.append(error)
 
     waiter = later(0, wait)
     time.sleep(0.2)
-    Worker("wf", callback=failing, fork=False, max_loops=1, timeout=0.2,
-           requeue_times=0).run()  # (a worker runs in the main thread: it handles signals)
-    waiter.join(20)
+    Worker("wf", callback=failing, fork=False, timeout=0.2, **worker).run()
+    waiter.join(30)
     assert len(raised) == 1
-    failure = raised[0]
+    return raised[0]
+
+
+def test_a_failed_task_raises_task_failed_with_its_error_and_its_stored_error(database):
+    job = Queue.named("wf").enqueue("x")
+    failure = failure_waited_for(job, max_loops=1, requeue_times=0)
     assert failure.task_id == job.task_id
     assert "disk full" in failure.error
     assert isinstance(failure.stored_error, Error)
     assert failure.stored_error.code.hget() == "ENOSPC"
+
+
+def test_the_stored_error_is_the_last_attempts(database):
+    job = Queue.named("wf").enqueue("x")
+    failure = failure_waited_for(job, max_loops=2, requeue_times=1, requeue_delay_delta=0)
+    assert job.attempt.hget() == "2"
+    assert failure.stored_error.attempt.hget() == "2"
+
+
+def test_a_wait_goes_on_through_lost_connections(database, conn):
+    job = Queue.named("w").enqueue("x")
+    results = []
+    waiter = later(0, lambda: results.append(job.wait(timeout=20)))
+    time.sleep(0.3)
+    killed = conn.client_kill_filter(_type="pubsub") + conn.client_kill_filter(
+        _type="normal", skipme=True)
+    assert killed >= 2  # the waiter's subscription and its reads
+    time.sleep(0.3)
+    complete_next("w", "after the storm")
+    waiter.join(10)
+    assert results == ["after the storm"]
 
 
 def test_a_canceled_task_raises_task_canceled_at_once(database):
@@ -149,9 +175,12 @@ async def test_aio_wait_gives_the_same_outcomes(client, database):
         await queue.wait(failed, timeout=5)
     waiter = asyncio.ensure_future(queue.wait(canceled, timeout=10))
     await asyncio.sleep(0.2)
+    asked = time.monotonic()
     assert await queue.cancel(canceled)
     with pytest.raises(TaskCanceled):
         await waiter
+    assert time.monotonic() - asked < 0.5  # told, not read
+    assert not aio.Outcomes.of(client).waiters  # nothing left subscribed
     with pytest.raises(TimeoutError):
         await queue.wait(await queue.enqueue("d"), timeout=0.2)
     with pytest.raises(TaskNotFound):
@@ -187,3 +216,28 @@ async def test_a_thousand_waiters_are_each_woken_within_50_ms_of_their_tasks_end
         print(f"\n1,000 waiters: woken {statistics.median(delays) * 1000:.1f} ms (median), "
               f"{p99 * 1000:.1f} ms (p99) after their task's end")
     assert p99 <= 0.05
+
+
+@pytest.mark.asyncio
+async def test_aio_waits_through_new_queue_objects_share_one_subscription(client, database):
+    ids = await aio.Queue("each", client).enqueue_many(["x"] * 120)  # more than the pool
+    waiters = [asyncio.ensure_future(aio.Queue("each", client).wait(task_id, timeout=30))
+               for task_id in ids]
+    await asyncio.sleep(0.5)
+    for _ in ids:
+        complete_next("each", "ok")
+    assert await asyncio.wait_for(asyncio.gather(*waiters), timeout=30) == ["ok"] * 120
+    assert not aio.Outcomes.of(client).waiters
+
+
+@pytest.mark.asyncio
+async def test_aio_waits_canceled_leave_nothing_behind(client, database):
+    queue = aio.Queue("gone", client)
+    task_id = await queue.enqueue("x")
+    for _ in range(20):
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(queue.wait(task_id), timeout=0.01)
+    await asyncio.sleep(0.1)
+    assert not aio.Outcomes.of(client).waiters
+    complete_next("gone", "still told")
+    assert await queue.wait(task_id, timeout=5) == "still told"

@@ -42,6 +42,12 @@ local function retain(r, task, id, status, now)
         redis.pcall('EXPIRE', r.throughput, {THROUGHPUT_TTL})
     end
     if r.stats then redis.pcall('HINCRBY', r.stats, 'finished.' .. status, 1) end
+    -- a producer waiting for the task (its `waited` field: the channel to tell, see
+    -- watch.lua) is told its status; `r.waited` when the caller read the field already
+    -- (false: unset)
+    local waited = r.waited
+    if waited == nil then waited = redis.pcall('HGET', task, 'waited') end
+    if type(waited) == 'string' then redis.call('PUBLISH', waited, status) end
 end
 
 -- the upper bounds of the duration histograms, in seconds (statistics.DURATION_BOUNDS)

@@ -13,8 +13,7 @@
 -- ARGV[1] task id, ARGV[2] queue the caller believes the task is in, ARGV[3] now,
 -- ARGV[4] name prefix of the utube lists, ARGV[5] key prefix of task hashes, ARGV[6]
 -- wake-up channel, ARGV[7] default result ttl, ARGV[8] default failure ttl, ARGV[9] the
--- keys of the queue's groups (keys.KeySpace.group_layout), ARGV[10] the task's outcome
--- channel: told 'canceled' when a producer waits for it (see watch.lua)
+-- keys of the queue's groups (keys.KeySpace.group_layout)
 -- Returns {1} when canceled, {2, holder} when a running task was asked to stop (or had
 -- been already), {0, status, queue} when refused (finished, or in another queue), {-1}
 -- when there is no such task.
@@ -44,7 +43,4 @@ redis.call('ZREM', KEYS[7], id)
 redis.call('HINCRBY', KEYS[8], 'calls.cancel', 1)
 retain({retention = KEYS[12], settings = KEYS[11], throughput = KEYS[13], stats = KEYS[8],
     result_ttl = ARGV[7], failure_ttl = ARGV[8]}, KEYS[1], id, 'canceled', ARGV[3])
-if redis.call('HEXISTS', KEYS[1], 'waited') == 1 then
-    redis.call('PUBLISH', ARGV[10], 'canceled')
-end
 return {1}

@@ -22,8 +22,7 @@
 -- status asked (`result_ttl` or `failure_ttl`) as the reserve step read it, for a task's
 -- retention is one of its terms, fixed when it was taken ('': not known, read here),
 -- ARGV[16] the keys of the queue's groups (keys.KeySpace.group_layout): a task of a group
--- lets its slot go, ARGV[17] the task's outcome channel: told its status when a producer
--- waits for it (its `waited` field, see watch.lua)
+-- lets its slot go
 -- A task with a utube key hands it to the next task of that key (see _line.lua).
 -- Returns {1, held, started_at} when finished, {2, held, started_at} when filed as
 -- canceled (`held`: 'reserved' or 'started', the status it had; `started_at`: when it
@@ -121,9 +120,9 @@ end
 local own_ttl = got[10]
 if status == 'complete' then own_ttl = got[9] end
 retain({retention = KEYS[13], settings = KEYS[12], throughput = throughput, stats = stats,
+    waited = got[12] or false,
     result_ttl = ARGV[12], failure_ttl = ARGV[13], own_ttl = own_ttl, queue_ttl = queue_ttl},
     task, id, status, ARGV[6])
-if got[12] then redis.call('PUBLISH', ARGV[17], status) end
 local ran = ''
 if held == 'started' then ran = got[5] or '' end
 if status == 'canceled' then return {2, held, ran} end
