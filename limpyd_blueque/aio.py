@@ -326,7 +326,8 @@ class Queue:
         seconds, `TaskNotFound`. Woken by the message its finish publishes (one
         subscription per client, whatever the number of waiters), reading the task
         every two seconds or so in case one is lost, and trying again while Redis
-        cannot be reached."""
+        cannot be reached. With redis-py 5.0.0, many waits at once on one client were
+        seen to time out; 5.0.1 and newer are tested with a thousand."""
         task_id = check_task_id(task_id)
         deadline = check_timeout(timeout)
         channel = self.keys.outcome_channel(task_id)
