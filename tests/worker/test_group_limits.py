@@ -222,13 +222,17 @@ def test_a_late_group_starts_at_the_next_free_slot_and_limits_apply_within_a_sec
         queue.set_limit("a", max_running=4)  # raised at run time: every slot of a
         assert wait_for(lambda: running_by_group(conn, ids).get("a") == 4, timeout=5)
         raised = time.monotonic() - changed
-        late = queue.enqueue("0", group="b")  # every worker slot busy with a
         enqueued = time.time()
+        late = queue.enqueue("0", group="b")  # every worker slot busy with a
+
+        def a_started_since() -> list[float]:
+            return [float(job.started_at.hget()) for job in backlog
+                    if job.started_at.hget() and float(job.started_at.hget()) > enqueued]
+
         assert wait_for(lambda: late.status.hget() == "complete", timeout=10)
         # it took the next free slot: before any task of a that started after its enqueue
-        a_after = [float(job.started_at.hget()) for job in backlog
-                   if job.started_at.hget() and float(job.started_at.hget()) > enqueued]
-        assert a_after and float(late.started_at.hget()) <= min(a_after)
+        assert wait_for(a_started_since, timeout=10)
+        assert float(late.started_at.hget()) <= min(a_started_since())
         queue.set_limit("a", max_running=1)  # lowered: running tasks end, none starts
         assert wait_for(lambda: running_by_group(conn, ids).get("a", 0) <= 1, timeout=5)
         changed = time.monotonic()
