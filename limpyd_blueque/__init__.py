@@ -39,9 +39,11 @@ from .exceptions import (
     TaskTimeout,
     UnknownJobModel,
     WorkerInterrupted,
+    WorkflowNotFound,
 )
 from .models import BluequeModel, Error, Job, JobModels, Queue, Task, TaskData, use_redis
 from .models.periodic import PeriodicTask
+from .models.workflow import Node, Workflow, WorkflowStatus
 from .protocol.keys import KeySpace
 from .protocol.limits import Limit
 from .protocol.options import MAX_PRIORITY
@@ -68,6 +70,7 @@ __all__ = [
     "KeySpace",
     "Limit",
     "LimpydBluequeError",
+    "Node",
     "ParametersTooLarge",
     "PartiallyEnqueued",
     "PeriodicTask",
@@ -90,6 +93,9 @@ __all__ = [
     "Worker",
     "WorkerConfig",
     "WorkerInterrupted",
+    "Workflow",
+    "WorkflowNotFound",
+    "WorkflowStatus",
     "__version__",
     "use_redis",
 ]

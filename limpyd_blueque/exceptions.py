@@ -30,6 +30,14 @@ class TaskNotFound(LimpydBluequeError, LookupError):
         self.task_id = task_id
 
 
+class WorkflowNotFound(LimpydBluequeError, LookupError):
+    """No workflow was submitted with this id (or it expired with its nodes)."""
+
+    def __init__(self, workflow_id: object) -> None:
+        super().__init__(f"no workflow with id {workflow_id!r}")
+        self.workflow_id = workflow_id
+
+
 class InvalidTransition(LimpydBluequeError, ValueError):
     """A protocol step was asked of a task whose status does not allow it.
 

@@ -7,11 +7,12 @@ from .protocol.statuses import (
     FINISHED_BY_RUN,
     RETRYABLE,
     RUNNING,
+    UNFINISHED,
     VALUES,
     WAITING,
     Status,
     in_order,
 )
 
-__all__ = ["ALL", "FINISHED", "FINISHED_BY_RUN", "RETRYABLE", "RUNNING", "VALUES", "WAITING",
-           "Status", "in_order"]
+__all__ = ["ALL", "FINISHED", "FINISHED_BY_RUN", "RETRYABLE", "RUNNING", "UNFINISHED", "VALUES",
+           "WAITING", "Status", "in_order"]

@@ -14,10 +14,12 @@ from ..protocol.options import check_priority, eta_of, priority_of, seconds
 from ..protocol.scripts import Reservation
 from ..protocol.statistics import Tally
 from ..protocol.statuses import FINISHED, FINISHED_BY_RUN, RETRYABLE, RUNNING, Status
+from . import dependencies
 from .producing import enqueue_tasks
 from .progress import CheckpointRecord, Progress, ProgressReporter
 from .task import Task
 from .waiting import wait_for
+from .workflow import Workflow
 
 if TYPE_CHECKING:
     from .progress import Writer
@@ -142,8 +144,26 @@ class Job(Task):
         case one is lost (see `models.waiting`)."""
         return wait_for(self.scripts(), self.keys(), self.client(), self.task_id, timeout)
 
+    def parent_results(self) -> dict[str, str]:
+        """`{task_id: result}` of the tasks this one waited for (`after`, or its parents in
+        its workflow) that completed: the text each stores."""
+        parents = dependencies.parents_of({"parents": self.parents.hget() or ""})
+        return dependencies.results_of(self.scripts(), parents) if parents else {}
+
+    def workflow(self) -> Workflow | None:
+        """The workflow this task is a node of (None: it is none's), ready to grow from
+        inside the running task: the nodes it `add`s and `submit`s are also waited for by
+        the tasks waiting for this one."""
+        workflow_id = self.raw_field("workflow")
+        if not workflow_id:
+            return None
+        workflow = Workflow.load(workflow_id)
+        workflow.inside = self.task_id
+        return workflow
+
     def cancel(self) -> bool:
-        """Cancel the task. A waiting one (pending or scheduled) is canceled at once: status
+        """Cancel the task. A waiting one (pending, scheduled, or waiting for the tasks it
+        was enqueued `after`) is canceled at once: status
         `canceled`, out of every waiting structure. A running one is asked to stop: its
         worker learns it at its next beat (within `liveness_interval`, a second by
         default), stops it and files it as canceled; from the moment of this call, any
@@ -154,6 +174,8 @@ class Job(Task):
         """
         queue = self._queue_name()
         outcome = self.scripts().cancel(queue, self.task_id, time.time(), self.retention)
+        if outcome.followed:
+            self.follow_up(queue)
         if outcome.done or outcome.status == "requested":
             return True
         if outcome.missing:

@@ -25,6 +25,7 @@ from ..protocol.values import (
     chunks,
     encode,
 )
+from . import dependencies
 from .task import Task
 
 T = TypeVar("T", bound=Task)
@@ -164,6 +165,11 @@ def enqueue_tasks(job_model: type[T], queue: str, parameters: Sequence[Any], *,
                           chunk=chunk, options=options, common=common)
     client, scripts = job_model.client(), job_model.scripts()
     check_value_sizes(client, ready.texts)
+    waiting = [(queue, task_id, checked.after) for task_id, _, checked in ready.tasks
+               if checked.after]
+    parents = (dependencies.parent_queues(scripts, [parent for _, _, after in waiting
+                                                    for parent in after])
+               if waiting else {})
     if job_model.keys().cluster:  # the cluster-wide index of queues, apart (an index only)
         with reaching(client):
             client.zadd(job_model.keys().queues, {queue: 0}, nx=True)
@@ -177,4 +183,6 @@ def enqueue_tasks(job_model: type[T], queue: str, parameters: Sequence[Any], *,
                 raise
             raise PartiallyEnqueued(done, len(ready.tasks), error) from error
         done += [task_id for task_id, _ in written]
+    if waiting:  # (a producer dying before this leaves them to `dependencies.repair`)
+        dependencies.register(scripts, waiting, parents)
     return [cls.lazy_connect(task_id) for cls, task_id in zip(ready.classes, done)]

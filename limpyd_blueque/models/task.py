@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -12,23 +13,25 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from limpyd import fields
 from limpyd.collection import CollectionManager
 from limpyd.exceptions import DoesNotExist
-from redis.exceptions import ResponseError
+from redis.exceptions import RedisError, ResponseError
 
 from ..connection import shims
 from ..connection.errors import reaching
-from ..exceptions import InvalidTransition, ProtocolError, TaskNotFound
+from ..exceptions import InvalidTransition, LimpydBluequeError, ProtocolError, TaskNotFound
 from ..protocol.keys import check_listener_id
 from ..protocol.options import DEFAULT_RETENTION, Retention, eta_of
 from ..protocol.scripts import Reservation, StepResult
 from ..protocol.statistics import Tally
 from ..protocol.statuses import Status
 from ..protocol.values import MAX_SECONDS, TASK_ID_MAX, check_number, encode, printable
+from . import dependencies
 from .base import BluequeModel, ProtocolField, TaskIdField
 from .indexes import WireIndex, flatten, status_sources, temporary_key
 
 if TYPE_CHECKING:
     pass
 
+logger = logging.getLogger(__name__)
 _NOTHING: Mapping[str, str] = MappingProxyType({})
 T = TypeVar("T", bound="Task")
 
@@ -168,6 +171,8 @@ class Task(BluequeModel):
     result_ttl = fields.InstanceHashField()
     failure_ttl = fields.InstanceHashField()
     error_ttl = fields.InstanceHashField()
+    parents = fields.InstanceHashField()  # the ids of the tasks it waited for (JSON)
+    on_parent_failure = fields.InstanceHashField()  # 'fail' or 'run' (unset: 'cancel')
 
     #: the Blueque fields (every Blueque client writes them)
     BLUEQUE_FIELDS = (*TaskData.BLUEQUE_FIELDS, "reclaimed_node")
@@ -306,7 +311,19 @@ class Task(BluequeModel):
             self.retention, tally, reserved.queue_ttl(status.value) if reserved else None)
         if outcome.missing:
             raise TaskNotFound(self.task_id)
+        if outcome.followed:
+            self.follow_up(queue)
         return self._settle(outcome.done, "canceled") if outcome.canceled else outcome.done
+
+    def follow_up(self, queue: str) -> None:
+        """Tell the tasks waiting for this one, and its workflow, that it finished (see
+        `dependencies.follow_up`). Its step is done already: a failure here is logged and
+        left to the workers' own follow-up of their queues."""
+        try:
+            dependencies.follow_up(self.scripts(), [queue], self.retention)
+        except (LimpydBluequeError, RedisError) as error:
+            logger.warning("[%s] the tasks waiting for %s were not told yet: %s", queue,
+                           self.task_id, error)
 
     def complete(self, result: Any = "", *, listener_id: str | None = None,
                  pid: int | None = None, attempt: int | None = None,

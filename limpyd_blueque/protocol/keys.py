@@ -41,6 +41,7 @@ HELD_STRUCTURE: tuple[str, str] = ("leases", "zset")
 #: reads each status here; `KeySpace.status_structures` gives the reverse view (each
 #: structure with every status its entries may have).
 STATUS_STRUCTURES: dict[Status, tuple[tuple[str, str], ...]] = {
+    Status.WAITING: (("waiting", "zset"),),
     Status.SCHEDULED: (("scheduled", "zset"),),
     Status.PENDING: (("pending", "list"), ("prioritized", "zset"), ("utube_waiting", "zset"),
                      ("grouped", "zset")),
@@ -99,6 +100,7 @@ class KeySpace:
         #: `tag`), so that each step touches one slot of a Redis Cluster
         self.cluster = cluster
         self._group_layouts: dict[str, str] = {}  # made once per queue: see group_layout
+        self._dependency_layouts: dict[str, str] = {}  # as _group_layouts
 
     def __repr__(self) -> str:
         return f"KeySpace({self.prefix!r}{', cluster=True' if self.cluster else ''})"
@@ -372,6 +374,64 @@ class KeySpace:
                 separators=(",", ":"))
             self._group_layouts[queue] = layout
         return layout
+
+    # -- dependencies and workflows (see models/dependencies.py) -------------------------
+    def waiting(self, queue: str) -> str:
+        """Sorted set of a queue's tasks `waiting` for other tasks to finish (`after`),
+        scored by when each was enqueued: out of every line until released."""
+        return self._own("waiting", self.tag(queue))
+
+    def after_sets(self, queue: str) -> str:
+        """What precedes a task id in the name of its `after` set (scripts add the id)."""
+        return self._own("after", self.tag(queue), "")
+
+    def after(self, queue: str, task_id: str) -> str:
+        """Set of the ids a waiting task of `queue` still waits for (its unfinished
+        parents); gone once released."""
+        return self.after_sets(queue) + task_id
+
+    def children_sets(self, queue: str) -> str:
+        """What precedes a task id in the name of its children set."""
+        return self._own("children", self.tag(queue), "")
+
+    def children(self, queue: str, task_id: str) -> str:
+        """Set of the tasks waiting for a task of `queue`, members `<queue> <task id>` (a
+        child may be in another queue)."""
+        return self.children_sets(queue) + task_id
+
+    def ended(self, queue: str) -> str:
+        """List of the finished tasks of a queue whose followers (the tasks waiting for
+        them, their workflow) were not told yet; a task's `follow` field names it."""
+        return self._own("ended", self.tag(queue))
+
+    def dependency_layout(self, queue: str) -> str:
+        """The keys and key prefixes of a queue's dependencies as the scripts read them:
+        one argument, a JSON array (waiting set, after-set prefix, ended list). Made once
+        per queue."""
+        layout = self._dependency_layouts.get(queue)
+        if layout is None:
+            layout = json.dumps([self.waiting(queue), self.after_sets(queue),
+                                 self.ended(queue)], separators=(",", ":"))
+            self._dependency_layouts[queue] = layout
+        return layout
+
+    def _workflow(self, workflow_id: str, *parts: str) -> str:
+        tag = f"{{{workflow_id}}}" if self.cluster else workflow_id
+        return self._own("workflow", tag, *parts)
+
+    def workflow(self, workflow_id: str) -> str:
+        """Hash of a workflow: `name`, `created`, `state` (`submitting`, `submitted`),
+        `done_at` once none of its nodes can run any more (in the cluster key mode, in
+        the slot of the workflow's own hash tag)."""
+        return self._workflow(workflow_id)
+
+    def workflow_nodes(self, workflow_id: str) -> str:
+        """Set of the task ids of a workflow's nodes."""
+        return self._workflow(workflow_id, "nodes")
+
+    def workflow_finished(self, workflow_id: str) -> str:
+        """Set of the task ids of a workflow's nodes that finished."""
+        return self._workflow(workflow_id, "finished")
 
     def buried(self, queue: str) -> str:
         """List of buried task ids, newest first (`Queue.kick` takes the oldest first)."""

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from types import MappingProxyType
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, cast
 
 from ..exceptions import ConfigurationError
 from .values import MAX_COUNT, MAX_SECONDS, check_number, encode, shown, timestamp
@@ -72,6 +72,32 @@ class Retention(NamedTuple):
 DEFAULT_RETENTION = Retention()
 
 
+def ttl_value(value: object) -> float | None:
+    """A ttl as read from Redis or given: `-1` or a finite number of seconds at least 0;
+    None for anything else (unset, or not a ttl: the next source decides)."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        number = float(cast("Any", value))
+    except (TypeError, ValueError):
+        return None
+    if number == float(FOREVER) or (number >= 0 and math.isfinite(number)):
+        return number
+    return None
+
+
+def resolve_ttl(*sources: object) -> float:
+    """The first valid ttl of `sources` (task field, queue setting, default), else `-1`.
+
+    The same rule as the finishing scripts (`lua/_finished.lua`, `retention_ttl`).
+    """
+    for source in sources:
+        ttl = ttl_value(source)
+        if ttl is not None:
+            return ttl
+    return float(FOREVER)
+
+
 def check_term(label: str, name: str, value: object) -> float:
     """Check the value of the term `name` (see `TERM_RULES`); `label` names it in errors. A
     retention is `FOREVER` or a number of seconds, at least 0."""
@@ -89,8 +115,13 @@ STEP_FIELDS = frozenset({
     "status", "queue", "parameters", "result", "error", "node", "pid", "created", "updated",
     "eta", "reclaimed_node", "attempt", "priority", "identifier", "model", "pstart",
     "alive_until", "uncounted", "started_at", "periodic", "periodic_tick", "expires_at", "utube",
-    "progress", "checkpoint", "cancel_requested", "stalled_at", "group",
+    "progress", "checkpoint", "cancel_requested", "stalled_at", "group", "parents",
+    "deferred", "follow", "workflow", "on_parent_failure", "waited",
 })
+
+#: what a task waiting for others becomes when one of them fails for good, is canceled or
+#: expires (see `Queue.enqueue`'s `on_parent_failure`)
+PARENT_FAILURE_POLICIES = ("cancel", "fail", "run")
 
 
 class JobModelLike(Protocol):
@@ -115,6 +146,10 @@ class TaskOptions:
     ttl: float | None = None
     utube: str | None = None
     group: str | None = None
+    #: the ids of the tasks it waits for (None: it waits for none and is in line at once)
+    after: tuple[str, ...] | None = None
+    #: the workflow it is a node of (it then waits for its submission, see `Workflow`)
+    workflow: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fields", MappingProxyType(dict(self.fields)))
@@ -137,6 +172,10 @@ class TaskOptions:
                 given[name] = value
         if self.fields:
             given["x"] = [item for pair in self.fields.items() for item in pair]
+        if self.after is not None or self.workflow:
+            given["a"] = list(self.after or ())
+        if self.workflow:
+            given["w"] = self.workflow
         return json.dumps(given, separators=(",", ":")) if given else ""
 
 
@@ -249,7 +288,8 @@ def field_values(job_model: JobModelLike, fields: Mapping[str, Any]) -> dict[str
 def task_options(job_model: JobModelLike, now: float, *, priority: object = 0,
                  delay: object = None, eta: object = None, identifier: object = None,
                  prepend: object = False, model: object = None, ttl: object = None,
-                 utube: object = None, group: object = None, **fields: Any) -> TaskOptions:
+                 utube: object = None, group: object = None, after: object = None,
+                 on_parent_failure: object = None, **fields: Any) -> TaskOptions:
     """Check the options of one task (see `Queue.enqueue`); `ConfigurationError` names the
     first bad one, before anything is written."""
     if not isinstance(prepend, bool):
@@ -263,5 +303,41 @@ def task_options(job_model: JobModelLike, now: float, *, priority: object = 0,
     lifetime: float | None = None
     if ttl is not None:
         lifetime = check_number("ttl", seconds("ttl", ttl), minimum=0, above=True)
-    return TaskOptions(check_priority(priority), moment, check_identifier(identifier),
-                       prepend, values, lifetime, check_utube(utube), check_group(group))
+    parents = check_after(after)
+    if on_parent_failure is not None:
+        if on_parent_failure not in PARENT_FAILURE_POLICIES:
+            raise ConfigurationError(f"on_parent_failure must be one of "
+                                     f"{', '.join(map(repr, PARENT_FAILURE_POLICIES))}, not "
+                                     f"{shown(on_parent_failure)}")
+        if parents is None:
+            raise ConfigurationError("on_parent_failure applies to a task enqueued with "
+                                     "after=[...] only")
+        if on_parent_failure != "cancel":
+            values["on_parent_failure"] = str(on_parent_failure)
+    checked_identifier = check_identifier(identifier)
+    if parents is not None and checked_identifier is not None:
+        raise ConfigurationError("a task enqueued with after=[...] takes no identifier: an "
+                                 "identifier maps to a task in line")
+    return TaskOptions(check_priority(priority), moment, checked_identifier,
+                       prepend, values, lifetime, check_utube(utube), check_group(group),
+                       parents)
+
+
+def check_after(after: object) -> tuple[str, ...] | None:
+    """The ids of the tasks a task waits for: `after` is a sequence of tasks (anything
+    with a `task_id`, a `Job` or a workflow's node) or task ids; None when it is None or
+    empty."""
+    if after is None:
+        return None
+    if isinstance(after, (str, bytes)) or not isinstance(after, (list, tuple, set, frozenset)):
+        raise ConfigurationError(f"after must be a list of tasks or task ids, not "
+                                 f"{shown(after)}")
+    ids: list[str] = []
+    for item in after:
+        task_id = getattr(item, "task_id", item)
+        if not isinstance(task_id, str) or not task_id or len(task_id) > 1000:
+            raise ConfigurationError(f"after holds {shown(item)}: expected a task (a Job) or "
+                                     "a task id")
+        if task_id not in ids:
+            ids.append(task_id)
+    return tuple(ids) or None

@@ -31,7 +31,7 @@ SCRIPT_NAMES = (
     "enqueue", "enqueue_options", "enqueue_due", "reserve", "start", "finish", "delete",
     "add_listener", "remove_listener", "materialize", "requeue", "renew", "recover",
     "tidy", "terms", "cancel", "retry", "tick", "bury", "touch", "kick", "expire_due", "empty",
-    "report", "stall", "set_aside", "limit", "watch",
+    "report", "stall", "set_aside", "limit", "watch", "release", "depend", "add_parents",
 )
 
 #: shared Lua functions, prepended to the scripts that use them, the last first (each
@@ -39,22 +39,24 @@ SCRIPT_NAMES = (
 SHARED = {
     # the holder check, letting a task go
     "_holder": ("start", "finish", "requeue", "bury", "touch", "report", "stall"),
-    "_terms": ("reserve", "recover", "terms", "enqueue_options"),  # lease terms, numbers
+    "_terms": ("reserve", "recover", "terms", "enqueue_options", "release"),  # lease terms, numbers
     # where a pending task waits, by its priority; the identifiers of waiting tasks
     "_line": ("enqueue_options", "enqueue_due", "reserve", "requeue", "recover", "cancel", "retry",
-              "tidy", "kick", "expire_due", "delete", "empty", "finish", "bury"),
+              "tidy", "kick", "expire_due", "delete", "empty", "finish", "bury", "release"),
     # the groups of a queue: their lines, fair turns, limits and slots
     "_groups": ("enqueue_options", "enqueue_due", "reserve", "requeue", "recover", "cancel",
                 "retry", "tidy", "kick", "expire_due", "delete", "empty", "finish", "bury",
-                "limit"),
+                "limit", "release"),
     # retention and throughput of finished tasks, cancel requests, filing a canceled task;
     # as _holder and _line call it
-    "_finished": ("finish", "requeue", "bury", "recover", "cancel", "reserve", "expire_due"),
+    "_finished": ("finish", "requeue", "bury", "recover", "cancel", "reserve", "expire_due",
+                  "release"),
     # the type checks before a write
     "_types": ("enqueue", "enqueue_options", "enqueue_due", "reserve", "start", "finish", "delete",
                "add_listener", "remove_listener", "requeue", "renew", "recover", "tidy",
                "terms", "materialize", "cancel", "retry", "tick", "bury", "touch", "kick",
-               "expire_due", "empty", "report", "stall", "limit", "watch"),
+               "expire_due", "empty", "report", "stall", "limit", "watch", "release",
+               "add_parents"),
 }
 
 
@@ -308,14 +310,18 @@ class StepResult:
     node: str | None = None
     attempt: str | None = None
     canceled: bool = False
+    #: done, and the task's end listed for the tasks waiting for it or its workflow
+    #: (see models/dependencies.py): they are to be told
+    followed: bool = False
 
     @classmethod
     def from_reply(cls, reply: list[Any]) -> StepResult:
         code = int(reply[0])
+        followed = len(reply) > 3 and reply[3] == "1"
         if code == 1:
-            return cls(True)
+            return cls(True, followed=followed)
         if code == 2:
-            return cls(True, canceled=True)
+            return cls(True, canceled=True, followed=followed)
         if code == -1:
             return cls(False, missing=True)
         return cls(False, status=reply[1], node=reply[2] or None, attempt=reply[3] or None)
@@ -368,6 +374,36 @@ class ScriptRunner:
     def _execute(self, plan: Plan[T]) -> T:
         """Run a planned step (see `Planner`) and read its reply."""
         return plan.read(self._run(plan.name, plan.keys, plan.args))
+
+    def run(self, plan: Plan[T]) -> T:
+        """Run a planned step and read its reply (refusals as this library's errors)."""
+        return self._execute(plan)
+
+    def run_all(self, plans: Sequence[Plan[Any]]) -> list[Any]:
+        """Run planned steps in one round trip (a pipeline, in order; in a cluster, one per
+        node), and read each reply. A step refused raises its error once every step ran
+        (each step is whole on its own: those before and after it were done)."""
+        if not plans:
+            return []
+        with reaching(self.client), self.client.pipeline(transaction=False) as pipe:
+            for plan in plans:
+                pipe.evalsha(self._scripts[plan.name].sha, len(plan.keys), *plan.keys,
+                             *[_str(a) for a in plan.args])
+            replies = pipe.execute(raise_on_error=False)
+        read, refusal = [], None
+        for plan, reply in zip(plans, replies):
+            if isinstance(reply, NoScriptError):  # forgotten by the server: one at a time
+                reply = self._run(plan.name, plan.keys, plan.args)
+            elif isinstance(reply, ResponseError):
+                refusal = refusal or script_refusal(plan.name, reply, describe(self.client))
+                continue
+            elif isinstance(reply, Exception):
+                refusal = refusal or reply
+                continue
+            read.append(plan.read(reply))
+        if refusal is not None:
+            raise refusal
+        return read
 
 
 def script_refusal(name: str, error: ResponseError, where: str) -> Exception:
@@ -454,7 +490,8 @@ class Planner:
         args: list[object] = [queue, now, channel]
         keys += [k.prioritized(queue), k.scheduled(queue), k.identifiers(queue),
                  k.utubes(queue), k.utube_waiting(queue)]
-        args += ["1", k.task_prefix, k.utube_lists(queue), k.group_layout(queue)]
+        args += ["1", k.task_prefix, k.utube_lists(queue), k.group_layout(queue),
+                 k.dependency_layout(queue)]
         keys += [k.task(task_id) for task_id, _, _ in tasks]
         for (task_id, parameters, _), options in zip(tasks, packed):
             args += [task_id, parameters, options]
@@ -476,11 +513,49 @@ class Planner:
         keys = [k.task(task_id), k.pending(queue), k.prioritized(queue), k.scheduled(queue),
                 k.identifiers(queue), k.canceled(queue), k.expiry(queue), k.statistics(queue),
                 k.utubes(queue), k.utube_waiting(queue), k.queue_settings(queue),
-                k.retention(queue), k.throughput(queue, int(now // 60)), k.canceling(queue)]
+                k.retention(queue), k.throughput(queue, int(now // 60)), k.canceling(queue),
+                k.waiting(queue), k.after(queue, task_id)]
         return Plan("cancel", keys, [task_id, queue, now, k.utube_lists(queue), k.task_prefix,
                                      k.wake_channel(queue), retention.result_ttl,
                                      retention.failure_ttl, k.group_layout(queue)],
                     _cancel_result)
+
+
+    # -- dependencies (see models/dependencies.py) ---------------------------------------
+    def depend(self, queue: str, pairs: Sequence[tuple[str, str, str]]) -> Plan[list[str]]:
+        """Make tasks of `queue` tell waiting tasks when they finish: `pairs` of (parent
+        id, waiting task's queue, its id). Its reply reads, per pair, as '' when the
+        parent now tells it, else the parent's finished status ('gone': deleted)."""
+        k = self.keys
+        args: list[object] = [k.children_sets(queue), k.ended(queue)]
+        for parent, child_queue, child in pairs:
+            args += [parent, f"{child_queue} {child}"]
+        return Plan("depend", [k.task(parent) for parent, _, _ in pairs], args,
+                    lambda reply: [str(status) for status in reply])
+
+    def release(self, queue: str, items: Sequence[tuple[str, str, str]], now: float,
+                retention: Retention = DEFAULT_RETENTION) -> Plan[tuple[int, int]]:
+        """Tell waiting tasks of `queue` that a parent finished, `items` of (task id,
+        parent id or '' for none, the parent's status), and release those that wait for
+        nothing more (see lua/release.lua). Its reply reads as (released, ended)."""
+        k = self.keys
+        keys = [k.pending(queue), k.prioritized(queue), k.scheduled(queue), k.expiry(queue),
+                k.statistics(queue), k.utubes(queue), k.utube_waiting(queue),
+                k.canceled(queue), k.failed(queue), k.queue_settings(queue),
+                k.retention(queue), k.throughput(queue, int(now // 60))]
+        args: list[object] = [queue, now, k.wake_channel(queue), k.utube_lists(queue),
+                              k.task_prefix, k.group_layout(queue),
+                              k.dependency_layout(queue), retention.result_ttl,
+                              retention.failure_ttl]
+        for item in items:
+            args += item
+        return Plan("release", keys, args, lambda reply: (int(reply[0]), int(reply[1])))
+
+    def add_parents(self, queue: str, task_id: str, parents: Sequence[str]) -> Plan[bool]:
+        """Make a waiting task of `queue` also wait for `parents`; False when it is not
+        waiting (nothing changed)."""
+        return Plan("add_parents", [self.keys.task(task_id), self.keys.after(queue, task_id)],
+                    list(parents), lambda reply: bool(int(reply)))
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,13 @@ from typing import TYPE_CHECKING, Any, cast
 from redis.exceptions import ResponseError
 
 from ..exceptions import ProtocolError
-from ..protocol.options import DEFAULT_ERROR_TTL, DEFAULT_FAILURE_TTL, DEFAULT_RESULT_TTL, FOREVER
+from ..protocol.options import (
+    DEFAULT_ERROR_TTL,
+    DEFAULT_FAILURE_TTL,
+    DEFAULT_RESULT_TTL,
+    FOREVER,
+    resolve_ttl,
+)
 from ..protocol.statuses import FINISHED, Status, in_order
 from ..protocol.values import MAX_COUNT, check_number
 
@@ -48,32 +54,6 @@ _FINISHED_VALUES = frozenset(status.value for status in FINISHED)
 
 
 # -- ttls ---------------------------------------------------------------------------------------
-def ttl_value(value: object) -> float | None:
-    """A ttl as read from Redis or given: `-1` or a finite number of seconds at least 0;
-    None for anything else (unset, or not a ttl: the next source decides)."""
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        number = float(cast("Any", value))
-    except (TypeError, ValueError):
-        return None
-    if number == KEEP_FOREVER or (number >= 0 and math.isfinite(number)):
-        return number
-    return None
-
-
-def resolve_ttl(*sources: object) -> float:
-    """The first valid ttl of `sources` (task field, queue setting, default), else `-1`.
-
-    The same rule as the finishing scripts (`lua/_finished.lua`, `retention_ttl`).
-    """
-    for source in sources:
-        ttl = ttl_value(source)
-        if ttl is not None:
-            return ttl
-    return KEEP_FOREVER
-
-
 def ttl_field(status: Status | str) -> str:
     """The field, and queue setting, of the retention of a finished `status`."""
     return "result_ttl" if Status(status) is Status.COMPLETE else "failure_ttl"

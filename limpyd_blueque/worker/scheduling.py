@@ -1,5 +1,5 @@
-"""Moving due scheduled tasks to pending, and ticking due periodic tasks, as every worker does
-for its queues."""
+"""Moving due scheduled tasks to pending, ticking due periodic tasks, and telling the tasks
+that wait for finished ones, as every worker does for its queues."""
 
 from __future__ import annotations
 
@@ -7,8 +7,12 @@ import logging
 import time
 from typing import TYPE_CHECKING, Callable
 
-from ..exceptions import ProtocolError
+from redis.exceptions import RedisError
+
+from ..exceptions import LimpydBluequeError, ProtocolError
+from ..models import dependencies
 from ..models.periodic import tick_due
+from ..protocol.options import DEFAULT_RETENTION, Retention
 
 if TYPE_CHECKING:
     from ..models import Queue
@@ -88,3 +92,42 @@ class DueTasks:
                          logging.DEBUG)
             if len(moved) < DUE_CHUNK:
                 return total
+
+
+class Followers:
+    """Every `interval` seconds, tells the tasks waiting for finished tasks of some queues
+    whose end was not followed yet (the process that finished them died first: see
+    `models.dependencies`), and every `repair_interval` seconds checks a chunk of their
+    long-waiting tasks (`dependencies.repair`)."""
+
+    def __init__(self, queues: list[Queue], interval: float = 0.5,
+                 repair_interval: float = 60.0, retention: Retention = DEFAULT_RETENTION,
+                 log: Callable[..., None] | None = None) -> None:
+        self.queues = queues
+        self.interval = interval
+        self.repair_interval = repair_interval
+        self.retention = retention
+        self.log = log or (lambda message, level=logging.INFO: logger.log(level, message))
+        self.next_due = 0.0
+        self.next_repair = time.monotonic() + repair_interval
+        self.cursors: dict[str, int] = {}
+
+    def follow(self) -> int:
+        """Follow up if it is time; the number of finished tasks followed."""
+        now = time.monotonic()
+        if now < self.next_due or not self.queues:
+            return 0
+        self.next_due = now + self.interval
+        scripts = self.queues[0].scripts()
+        names = [queue.pk.get() for queue in self.queues]
+        try:
+            followed = dependencies.follow_up(scripts, names, self.retention)
+            if now >= self.next_repair:
+                self.next_repair = now + self.repair_interval
+                for name in names:
+                    self.cursors[name] = dependencies.repair(
+                        scripts, name, self.cursors.get(name, 0), retention=self.retention)
+        except (LimpydBluequeError, RedisError) as error:
+            self.log(f"finished tasks not followed up: {error}", logging.ERROR)
+            return 0
+        return followed

@@ -48,7 +48,7 @@ from .processes import WakeUps
 from .recovery import Recovery
 from .runners import ForkedRunner, InProcessRunner, TaskRunner
 from .running import RunningTask, RunningTasks
-from .scheduling import DueTasks
+from .scheduling import DueTasks, Followers
 from .settings import WorkerSettings
 from .watch import TaskWatch
 
@@ -106,6 +106,8 @@ class Worker(WorkerSettings):
         self._queues: dict[str, Queue] = {}
         self.due = DueTasks([self.queue(name) for name in self.queues], self.schedule_interval,
                             log=self.log)
+        self.followers = Followers([self.queue(name) for name in self.queues],
+                                   retention=self.retention, log=self.log)
         self.controls = Controls(self.queue_model, self.id, self.queues)
         self._old_handlers: dict[int, Any] = {}
         self._broken_logged: dict[str, float] = {}
@@ -395,8 +397,10 @@ class Worker(WorkerSettings):
         return None, None
 
     def move_due_tasks(self) -> None:
-        """Move due scheduled tasks of the worker's queues to pending, every `schedule_interval`."""
+        """Move due scheduled tasks of the worker's queues to pending, every `schedule_interval`;
+        tell the tasks waiting for their finished tasks, about twice a second."""
         self.due.move()
+        self.followers.follow()
 
     def clean(self) -> None:
         """Take back at once the tasks of workers found dead; every `clean_interval`, adopt

@@ -60,7 +60,7 @@ OPTIONAL_NUMBER = (int, float, type(None))
 OPTIONAL_STR = (str, type(None))
 SKIPPED = [{"key": str, "problem": str}]
 COUNTS = {"complete": int, "failed": int, "canceled": int}
-STATUSES = ("scheduled", "pending", "reserved", "started", "complete", "failed", "canceled",
+STATUSES = ("waiting", "scheduled", "pending", "reserved", "started", "complete", "failed", "canceled",
             "buried", "expired", "total")
 QUEUE = {"queue": str, "tasks": {name: int for name in STATUSES}, "stalled": int,
          "listeners": int, "oldest_waiting": ({"id": str, "age": OPTIONAL_NUMBER}, None),
@@ -147,7 +147,7 @@ def test_stats_counts_each_status_listeners_oldest_and_recent_finishes(redis_url
     lines = table.stdout.splitlines()
     assert lines[0] == "tasks by status"
     assert lines[1].split() == ["queue", *STATUSES]
-    assert lines[3].split() == [Q, "1", "2", "0", "0", "3", "2", "0", "0", "0", "8"]
+    assert lines[3].split() == [Q, "0", "1", "2", "0", "0", "3", "2", "0", "0", "0", "8"]
     activity = lines[lines.index("activity") + 3].split()  # title, header, rule, row
     assert (activity[:3], activity[-1]) == ([Q, "0", "0"], "3/2")  # last hour: done/failed
     assert "\x1b" not in table.stdout  # no colour off a terminal

@@ -113,4 +113,5 @@ def test_unknown_status_filters_to_nothing(tasks):
 def test_queue_counts(tasks):
     assert Queue.named("a").counts() == {"scheduled": 1, "pending": 1, "running": 1,
                                          "started": 1, "complete": 1, "failed": 0,
-                                         "canceled": 0, "buried": 0, "expired": 0}
+                                         "canceled": 0, "buried": 0, "expired": 0,
+                                         "waiting": 0}

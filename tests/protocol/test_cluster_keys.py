@@ -27,9 +27,10 @@ def queue_keys(keys, queue):
                  "finished": ("complete",), "status_structure": ("failed",),
                  "structures_of": ("pending",), "queue_structures": ("host_1",),
                  "group_line": ("customer:7",), "group_slots": ("customer:7",),
-                 "group_starts": ("customer:7",)}.get(name, ())
+                 "group_starts": ("customer:7",), "after": ("0b8c7d6e",),
+                 "children": ("0b8c7d6e",)}.get(name, ())
         result = method(queue, *extra)
-        if name == "group_layout":  # the keys of its groups, then its channel (no key)
+        if name in ("group_layout", "dependency_layout"):  # keys, and a channel (no key)
             found += [key for key in json.loads(result) if key != keys.wake_channel(queue)]
         elif isinstance(result, str):
             found.append(result)

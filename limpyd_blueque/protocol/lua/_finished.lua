@@ -24,14 +24,29 @@ end
 -- settings hash (or nil), `r.result_ttl` and `r.failure_ttl` the caller's defaults,
 -- `r.own_ttl` the task's own ttl field of that status when the caller read it already,
 -- `r.queue_ttl` its queue's when the caller knows it.
+-- A task others wait for, or a node of a workflow, has a `follow` field: the list of
+-- its queue's ended tasks, where its id is pushed for its followers to be told (see
+-- models/dependencies.py); a node of a workflow (its `workflow` field) is kept until its
+-- workflow is done, which then files it in the retention set. `r.follow` and
+-- `r.workflow` when the caller read them already (false: unset). Returns true when the
+-- task was pushed for its followers.
 -- These are indexes beside the task, not the task: a key of another type there is passed
 -- over (redis.pcall), never a reason to refuse the step, so the callers need not check
 -- their types first.
 local function retain(r, task, id, status, now)
+    local waited, follow, workflow = r.waited, r.follow, r.workflow
+    if waited == nil then
+        local got = redis.pcall('HMGET', task, 'waited', 'follow', 'workflow')
+        if type(got) == 'table' and not got.err then
+            waited, follow, workflow = got[1], got[2], got[3]
+        end
+    end
     local name, default = 'failure_ttl', r.failure_ttl
     if status == 'complete' then name, default = 'result_ttl', r.result_ttl end
     local ttl = retention_ttl(task, r.settings, name, default, r.own_ttl, r.queue_ttl)
-    if ttl >= 0 then
+    if type(workflow) == 'string' then
+        redis.pcall('ZREM', r.retention, id)  -- kept until its workflow is done
+    elseif ttl >= 0 then
         redis.pcall('ZADD', r.retention, tonumber(now) + ttl, id)
     else
         redis.pcall('ZREM', r.retention, id)
@@ -45,9 +60,12 @@ local function retain(r, task, id, status, now)
     -- a producer waiting for the task (its `waited` field: the channel to tell, see
     -- watch.lua) is told its status; `r.waited` when the caller read the field already
     -- (false: unset)
-    local waited = r.waited
-    if waited == nil then waited = redis.pcall('HGET', task, 'waited') end
     if type(waited) == 'string' then redis.call('PUBLISH', waited, status) end
+    if type(follow) == 'string' then
+        local pushed = redis.pcall('LPUSH', follow, id)
+        return type(pushed) == 'number'
+    end
+    return false
 end
 
 -- the upper bounds of the duration histograms, in seconds (statistics.DURATION_BOUNDS)

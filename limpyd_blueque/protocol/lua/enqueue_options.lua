@@ -11,12 +11,17 @@
 -- ARGV[1]  queue name, ARGV[2] now (float seconds), ARGV[3] wake-up channel of the queue,
 -- ARGV[4]  '1' when the option keys are given, ARGV[5] key prefix of task hashes (to read
 -- the task an identifier maps to), ARGV[6] name prefix of the utube lists of the queue,
--- ARGV[7] the keys of the queue's groups (keys.KeySpace.group_layout)
+-- ARGV[7] the keys of the queue's groups (keys.KeySpace.group_layout), ARGV[8] the keys of
+-- its dependencies (keys.KeySpace.dependency_layout)
 -- then per task: id, parameters, options: '' for none, else a JSON object with any of
 --   p (priority, a whole number), e (eta; none: pending now), f (1: at the front of its
 --   priority), i (identifier), t (ttl in seconds; none: the queue's, if any), u (utube
 --   key), g (group: the task waits in its group's line, see _groups.lua), x (extra
---   fields: a flat list of field, value)
+--   fields: a flat list of field, value), a (the ids of the tasks it waits for: the task
+--   is made `waiting`, in the queue's waiting set and in no line, with its `after` set;
+--   released by release.lua, which then applies its other options, kept in `deferred`),
+--   w (its workflow: it then also waits for its workflow's submission, and its end is
+--   followed, see models/dependencies.py)
 -- A pending task with a utube key joins the line only when no other task of that key is
 -- in line or held; else it waits behind, in order (see _line.lua).
 -- A task with a ttl (its own, else its queue's) expires when not started within it of
@@ -41,7 +46,15 @@ local default_ttl = nil
 if type(setting) ~= 'table' then default_ttl = usable(setting) end
 local u = utube_keys(k.utubes, k.waiting, ARGV[6], prefix, queue, k.pending, k.prioritized,
     ARGV[7])
-local first = 7  -- the ARGV before the tasks'
+local first = 8  -- the ARGV before the tasks'
+local dependencies = nil  -- the keys of the queue's dependencies, read when first needed
+local function deps()
+    if not dependencies then
+        local layout = cjson.decode(ARGV[8])
+        dependencies = {waiting = layout[1], after = layout[2], ended = layout[3]}
+    end
+    return dependencies
+end
 local count = #KEYS - fixed
 -- every check before the first write: no task id exists, the options are read, and the
 -- keys this call writes hold their type (only those: for a task without options the
@@ -57,8 +70,13 @@ for i = 1, count do
         local o = cjson.decode(ARGV[at + 3])
         local task = {priority = tonumber(o.p) or 0, eta = o.e or '', front = o.f == 1,
             identifier = o.i or '', ttl = tonumber(o.t) or default_ttl, utube = o.u or '',
-            group = o.g or '', extra = o.x or {}}
+            group = o.g or '', extra = o.x or {}, after = o.a, workflow = o.w or '',
+            packed = ARGV[at + 3]}
         options[i] = task
+        if task.after then
+            needed.waiting = true
+            needed[deps().after .. ARGV[at + 1]] = 'set'
+        end
         if task.priority ~= 0 then needed.prioritized = true end
         if task.eta ~= '' then needed.scheduled = true end
         if task.identifier ~= '' then needed.identifiers = true end
@@ -79,8 +97,9 @@ for name, kind in pairs(kinds) do
     if needed[name] then writes[#writes + 1] = {k[name], kind} end
 end
 for name, kind in pairs(needed) do  -- the lines of the groups written
-    if kind == 'zset' then writes[#writes + 1] = {name, kind} end
+    if kind == 'zset' or kind == 'set' then writes[#writes + 1] = {name, kind} end
 end
+if needed.waiting then writes[#writes + 1] = {deps().waiting, 'zset'} end
 local refused = refuse_misfit(writes)
 if refused then return refused end
 
@@ -118,6 +137,7 @@ local function put(key, id, parameters, task)
     if existing then return existing, 0, join(task, existing) end
     local status = 'pending'
     if task.eta ~= '' then status = 'scheduled' end
+    if task.after then status = 'waiting' end
     redis.call('HSET', key, 'status', status, 'queue', queue, 'parameters', parameters,
         'created', now, 'updated', now)
     if task.eta ~= '' then redis.call('HSET', key, 'eta', task.eta) end
@@ -129,6 +149,19 @@ local function put(key, id, parameters, task)
     if #task.extra > 0 then redis.call('HSET', key, unpack(task.extra)) end
     if task.utube ~= '' then redis.call('HSET', key, 'utube', task.utube) end
     if task.group ~= '' then redis.call('HSET', key, 'group', task.group) end
+    if task.after then  -- it waits: its other options apply when it is released
+        local d = deps()
+        redis.call('HSET', key, 'deferred', task.packed)
+        redis.call('ZADD', d.waiting, now, id)
+        if #task.after > 0 then
+            redis.call('SADD', d.after .. id, unpack(task.after))
+            redis.call('HSET', key, 'parents', cjson.encode(task.after))
+        end
+        if task.workflow ~= '' then
+            redis.call('HSET', key, 'workflow', task.workflow, 'follow', d.ended)
+        end
+        return id, 1, 0
+    end
     if task.ttl then expires(key, id, task.eta ~= '' and task.eta or now, task.ttl) end
     if task.eta ~= '' then
         redis.call('ZADD', k.scheduled, task.eta, id)

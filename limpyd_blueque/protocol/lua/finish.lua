@@ -24,9 +24,10 @@
 -- ARGV[16] the keys of the queue's groups (keys.KeySpace.group_layout): a task of a group
 -- lets its slot go
 -- A task with a utube key hands it to the next task of that key (see _line.lua).
--- Returns {1, held, started_at} when finished, {2, held, started_at} when filed as
--- canceled (`held`: 'reserved' or 'started', the status it had; `started_at`: when it
--- started, as its hash had it, '' when unset), {0, status, node, attempt} when refused,
+-- Returns {1, held, started_at, followed} when finished, {2, held, started_at, followed}
+-- when filed as canceled (`held`: 'reserved' or 'started', the status it had;
+-- `started_at`: when it started, as its hash had it, '' when unset; `followed`: '1' when
+-- its end was listed for its followers, see `retain`), {0, status, node, attempt} when refused,
 -- {-1} when missing.
 -- (KEYS[12] to KEYS[15] are indexes beside the task, written with redis.pcall: see
 -- _finished.lua)
@@ -47,7 +48,7 @@ local MISFITS = {{KEYS[1], 'hash'}, {KEYS[2], 'list'}, {KEYS[3], 'set'},
 local id, listener, task = ARGV[1], ARGV[2], KEYS[1]
 local got = redis.pcall('HMGET', task, 'status', 'node', 'attempt', 'cancel_requested',
     'started_at', 'pid', 'stalled_at', 'utube', 'result_ttl', 'failure_ttl', 'group',
-    'waited')
+    'waited', 'follow', 'workflow')
 if refused(got) then return refuse_misfit(MISFITS) end
 local held, node, current = got[1], got[2] or '', got[3] or ''
 if not held then return {-1} end
@@ -119,11 +120,13 @@ else
 end
 local own_ttl = got[10]
 if status == 'complete' then own_ttl = got[9] end
-retain({retention = KEYS[13], settings = KEYS[12], throughput = throughput, stats = stats,
-    waited = got[12] or false,
+local followed = retain({retention = KEYS[13], settings = KEYS[12], throughput = throughput,
+    stats = stats,
+    waited = got[12] or false, follow = got[13] or false, workflow = got[14] or false,
     result_ttl = ARGV[12], failure_ttl = ARGV[13], own_ttl = own_ttl, queue_ttl = queue_ttl},
     task, id, status, ARGV[6])
 local ran = ''
 if held == 'started' then ran = got[5] or '' end
-if status == 'canceled' then return {2, held, ran} end
-return {1, held, ran}
+followed = followed and '1' or ''
+if status == 'canceled' then return {2, held, ran, followed} end
+return {1, held, ran, followed}

@@ -1,0 +1,306 @@
+"""`Workflow`: tasks on any queues, each waiting for the nodes it is added `after`, written
+all at once and followed to its end.
+
+`submit` writes every node as a task of status `waiting` that also waits for the
+workflow's submission (the workflow id in its `workflow` field), then makes each node's
+parents tell it when they finish (see `dependencies`), then marks the workflow
+`submitted` and releases the nodes that wait for nothing: a submission dying half way
+leaves nodes that never run, never a part of the graph running. The steps go by
+pipelines: one round trip for the nodes and their links, one for the release, whatever
+the number of nodes (each script call takes at most 1,000).
+
+A node finishing is followed as a task others wait for (its `follow` field); once every
+node finished, the workflow is done (`done_at`) and its nodes get their retention: no node
+of a workflow that can still run is deleted, nor the results its dependents read.
+
+A running node may grow its own workflow (`Job.workflow`, then `add` and `submit`): the
+tasks waiting for that node then also wait for the nodes it added. Their ids are made from
+the running node's id and their rank, so that a node run again (its worker died) adds the
+same nodes, which exist already: nothing is added twice.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..connection.errors import reaching
+from ..exceptions import ConfigurationError, WorkflowNotFound
+from ..protocol.keys import check_queue_name
+from ..protocol.options import DEFAULT_RETENTION, TaskOptions, check_after
+from ..protocol.statuses import FINISHED, UNFINISHED, Status
+from ..protocol.values import shown
+from . import dependencies
+from .producing import new_task_id, prepare_tasks
+from .task import Task
+
+#: seconds between two reads of a workflow's state while `wait` waits, at most
+WAIT_POLL = 0.5
+STATES = ("submitting", "submitted")
+
+
+@dataclass(frozen=True)
+class Node:
+    """A node of a workflow, as `Workflow.add` returns it: its task's id and queue (pass
+    it in another node's `after`)."""
+
+    task_id: str
+    queue: str
+
+
+@dataclass
+class _Pending:
+    node: Node
+    text: str
+    options: TaskOptions
+
+
+class WorkflowStatus(dict[str, Any]):
+    """A workflow's nodes counted per status (every status, 0 included), with `total`
+    and `done` (True once no node can still run: every node finished). Read as a
+    mapping, or `status.done`."""
+
+    @property
+    def done(self) -> bool:
+        return bool(self["done"])
+
+
+class Workflow:
+    """Tasks that wait for one another, on any queues, submitted at once (see the
+    module's text): `add` nodes, `submit`, then `Workflow.load(id)` to follow it."""
+
+    model: type[Task] = Task
+
+    def __init__(self, name: str | None = None) -> None:
+        if name is not None and (not isinstance(name, str) or not 0 < len(name) <= 200):
+            raise ConfigurationError(f"a workflow's name is a str of 1 to 200 characters, "
+                                     f"not {shown(name)}")
+        self.workflow_id = new_task_id()
+        self.name = name
+        self.created: float | None = None
+        self.state: str | None = None
+        #: the running node that grows this workflow (see `Job.workflow`), if any
+        self.inside: str | None = None
+        self._added: list[_Pending] = []
+
+    def __repr__(self) -> str:
+        return f"Workflow({self.workflow_id!r}, name={self.name!r})"
+
+    # -- building --------------------------------------------------------------------------
+    def add(self, queue_name: str, parameters: Any = "", *, after: Sequence[Any] = (),
+            **options: Any) -> Node:
+        """A node: a task of `queue_name` with `parameters`, waiting for the nodes (or
+        task ids) in `after`, with the options of `Queue.enqueue` (`priority`, `group`,
+        `delay`, `ttl`, `on_parent_failure`, ...), checked now. Its handle, with the
+        `task_id` the task will have."""
+        queue = check_queue_name(queue_name)
+        keys = self.model.keys()
+        if self.inside is not None:  # the same id at each run of the growing node
+            task_id = f"{self.inside}.{len(self._added) + 1}"
+        else:
+            task_id = new_task_id()
+        common = dict(options)
+        if after:
+            common["after"] = list(check_after(list(after)) or ())
+        ready = prepare_tasks(self.model, keys, queue, [parameters], task_ids=[task_id],
+                              common=common)
+        (written_id, text, checked), = ready.tasks
+        if checked.identifier is not None:
+            raise ConfigurationError("a workflow's node takes no identifier: an identifier "
+                                     "maps to a task in line")
+        own = {pending.node.task_id for pending in self._added}
+        for parent in checked.after or ():
+            if parent not in own and self.state is None:
+                raise ConfigurationError(f"after: {parent!r} is no node of this workflow "
+                                         "(add it first)")
+        node = Node(written_id, queue)
+        self._added.append(_Pending(node, text, dataclasses.replace(
+            checked, after=checked.after or (), workflow=self.workflow_id)))
+        return node
+
+    # -- submitting ------------------------------------------------------------------------
+    def submit(self) -> str:
+        """Write every node added (see the module's text); the workflow's id."""
+        if not self._added:
+            raise ConfigurationError("a workflow needs at least one node: add() them first")
+        scripts, keys = self.model.scripts(), self.model.keys()
+        client: Any = scripts.client
+        added, self._added = self._added, []
+        ids = [pending.node.task_id for pending in added]
+        if self.inside is not None:  # run again: the nodes of its former run exist
+            with reaching(client), client.pipeline(transaction=False) as pipe:
+                for task_id in ids:
+                    pipe.exists(keys.task(task_id))
+                there = pipe.execute()
+            added = [pending for pending, found in zip(added, there) if not found]
+        outside = {parent for pending in added for parent in pending.options.after or ()
+                   if parent not in ids}
+        queues = {pending.node.task_id: pending.node.queue for pending in added}
+        queues.update(dependencies.parent_queues(scripts, outside) if outside else {})
+        growing = ([] if self.inside is None else
+                   dependencies.children_of(scripts, self._queue_of(self.inside), self.inside))
+        now = time.time()
+        with reaching(client), client.pipeline(transaction=False) as pipe:
+            if self.state is None:
+                pipe.hset(keys.workflow(self.workflow_id), mapping={
+                    "name": self.name or "", "created": repr(now), "state": "submitting"})
+            for part in dependencies.chunks_of(ids):
+                pipe.sadd(keys.workflow_nodes(self.workflow_id), *part)
+            pipe.execute()
+        steps = []
+        by_queue: dict[str, list[_Pending]] = {}
+        for pending in added:
+            by_queue.setdefault(pending.node.queue, []).append(pending)
+        for queue, nodes in by_queue.items():
+            for batch in dependencies.chunks_of(nodes):
+                steps.append(scripts.plans.enqueue(
+                    queue, [(p.node.task_id, p.text, p.options) for p in batch], now))
+        waiting: list[dependencies.Waiting] = [
+            (p.node.queue, p.node.task_id, p.options.after or ()) for p in added
+            if p.options.after]
+        new_ids = [pending.node.task_id for pending in added]
+        waiting += [(child_queue, child, new_ids) for child_queue, child in growing
+                    if new_ids]
+        depend, pairs = dependencies.depend_plans(scripts.plans, waiting, queues)
+        grow = [scripts.plans.add_parents(child_queue, child, part)
+                for child_queue, child in growing for part in dependencies.chunks_of(new_ids)]
+        try:
+            replies = scripts.run_all([*steps, *grow, *depend])
+        except Exception:
+            self._undo(added)
+            raise
+        due = dependencies.finished_parents(pairs, replies[len(steps) + len(grow):])
+        for pending in added:  # the nodes that wait for nothing are released now
+            due.setdefault(pending.node.queue, []).append((pending.node.task_id, "", ""))
+        with reaching(client):
+            client.hset(keys.workflow(self.workflow_id), mapping={
+                "state": "submitted", "submitted_at": repr(time.time())})
+        self.state = "submitted"
+        ended = dependencies.release(scripts, due)
+        if ended:
+            dependencies.follow_up(scripts, ended)
+        return self.workflow_id
+
+    def _undo(self, added: Sequence[_Pending]) -> None:
+        """Delete what a submission that failed half way wrote (best effort: its nodes wait
+        for a submission that never comes, and never run)."""
+        keys = self.model.keys()
+        client: Any = self.model.client()
+        with client.pipeline(transaction=False) as pipe:
+            for pending in added:
+                node = pending.node
+                pipe.zrem(keys.waiting(node.queue), node.task_id)
+                pipe.delete(keys.after(node.queue, node.task_id))
+                pipe.srem(keys.workflow_nodes(self.workflow_id), node.task_id)
+            pipe.execute(raise_on_error=False)
+        with client.pipeline(transaction=False) as pipe:  # only the nodes written here
+            for pending in added:
+                pipe.hget(keys.task(pending.node.task_id), "workflow")
+            owners = pipe.execute(raise_on_error=False)
+        mine = [pending.node.task_id for pending, owner in zip(added, owners)
+                if owner == self.workflow_id]
+        if mine:
+            client.delete(*[keys.task(task_id) for task_id in mine])
+        if self.state is None:
+            client.delete(keys.workflow(self.workflow_id))
+
+    def _queue_of(self, task_id: str) -> str:
+        found = self.model.client().hget(self.model.keys().task(task_id), "queue")
+        if not isinstance(found, str):
+            raise ConfigurationError(f"there is no task {task_id!r} to grow the workflow from")
+        return found
+
+    # -- following -------------------------------------------------------------------------
+    @classmethod
+    def load(cls, workflow_id: str) -> Workflow:
+        """The workflow submitted as `workflow_id`; `WorkflowNotFound` when there is none
+        (or it expired with its nodes)."""
+        if not isinstance(workflow_id, str) or not workflow_id:
+            raise WorkflowNotFound(workflow_id)
+        client: Any = cls.model.client()
+        with reaching(client):
+            found = client.hgetall(cls.model.keys().workflow(workflow_id))
+        if not isinstance(found, Mapping) or found.get("state") not in STATES:
+            raise WorkflowNotFound(workflow_id)
+        workflow = cls.__new__(cls)
+        workflow.workflow_id = workflow_id
+        workflow.name = found.get("name") or None
+        try:
+            workflow.created = float(found.get("created") or "")
+        except ValueError:
+            workflow.created = None
+        workflow.state = found["state"]
+        workflow.inside = None
+        workflow._added = []
+        return workflow
+
+    def node_ids(self) -> list[str]:
+        """The task ids of every node submitted (sorted)."""
+        client: Any = self.model.client()
+        with reaching(client):
+            return sorted(client.smembers(self.model.keys().workflow_nodes(self.workflow_id)))
+
+    def _fields(self, *names: str) -> dict[str, list[Any]]:
+        ids = self.node_ids()
+        client: Any = self.model.client()
+        keys = self.model.keys()
+        with reaching(client), client.pipeline(transaction=False) as pipe:
+            for task_id in ids:
+                pipe.hmget(keys.task(task_id), *names)
+            replies = pipe.execute(raise_on_error=False)
+        return {task_id: reply if isinstance(reply, list) else [None] * len(names)
+                for task_id, reply in zip(ids, replies)}
+
+    def status(self) -> WorkflowStatus:
+        """Its nodes counted per status, with `total` and `done` (see `WorkflowStatus`)."""
+        counts = Counter(fields[0] for fields in self._fields("status").values())
+        status = WorkflowStatus({state.value: counts.get(state.value, 0) for state in Status})
+        status["total"] = sum(counts.values())
+        finished = sum(counts.get(state.value, 0) for state in FINISHED)
+        status["done"] = self.state == "submitted" and finished == status["total"]
+        return status
+
+    def results(self) -> dict[str, str]:
+        """`{task_id: result}` of its completed nodes (the text each stores)."""
+        return {task_id: fields[1] or "" for task_id, fields in
+                self._fields("status", "result").items()
+                if fields[0] == Status.COMPLETE.value}
+
+    def cancel(self) -> int:
+        """Cancel every node that can still run: waiting, pending and scheduled ones at
+        once, running ones asked to stop (as `Job.cancel`). How many were canceled or
+        asked."""
+        scripts = self.model.scripts()
+        unfinished = {state.value for state in UNFINISHED}
+        plans = []
+        for task_id, (status, queue) in self._fields("status", "queue").items():
+            if status in unfinished and isinstance(queue, str):
+                plans.append((queue, scripts.plans.cancel(queue, task_id, time.time(),
+                                                           DEFAULT_RETENTION)))
+        # waiting nodes first would be released by a parent's cancel: all in one pipeline
+        outcomes = scripts.run_all([plan for _, plan in plans])
+        followed = [queue for (queue, _), outcome in zip(plans, outcomes) if outcome.followed]
+        if followed:
+            dependencies.follow_up(scripts, followed)
+        return sum(1 for outcome in outcomes if outcome.done or outcome.status == "requested")
+
+    def wait(self, timeout: float | None = None) -> dict[str, str]:
+        """Block until the workflow is done; its `results()` then. `TimeoutError` after
+        `timeout` seconds (None: no limit)."""
+        if timeout is not None and (not isinstance(timeout, (int, float))
+                                    or isinstance(timeout, bool) or timeout < 0):
+            raise ConfigurationError(f"timeout must be a number of seconds at least 0, not "
+                                     f"{shown(timeout)}")
+        deadline = None if timeout is None else time.monotonic() + timeout
+        pause = 0.05
+        while not self.status().done:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise TimeoutError(f"workflow {self.workflow_id} not done after {timeout} s")
+            time.sleep(pause if left is None else min(pause, left))
+            pause = min(pause * 2, WAIT_POLL)
+        return self.results()
