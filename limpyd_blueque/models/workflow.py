@@ -1,13 +1,13 @@
 """`Workflow`: tasks on any queues, each waiting for the nodes it is added `after`, written
 all at once and followed to its end.
 
-`submit` writes every node as a task of status `waiting` that also waits for the
-workflow's submission (the workflow id in its `workflow` field), then makes each node's
-parents tell it when they finish (see `dependencies`), then marks the workflow
-`submitted` and releases the nodes that wait for nothing: a submission dying half way
+`submit` writes every node as a task of status `waiting` (the workflow id in its
+`workflow` field), then makes each node's parents tell it when they finish (see
+`dependencies`), then marks the workflow `submitted` and releases the nodes that wait for
+nothing: a submission refused half way deletes the nodes it wrote, and one dying half way
 leaves nodes that never run, never a part of the graph running. The steps go by
-pipelines: one round trip for the nodes and their links, one for the release, whatever
-the number of nodes (each script call takes at most 1,000).
+pipelines: one round trip for the nodes, one for their links, one for the release,
+whatever the number of nodes (each script call takes at most 1,000).
 
 A node finishing is followed as a task others wait for (its `follow` field); once every
 node finished, the workflow is done (`done_at`) and its nodes get their retention: no node
@@ -86,6 +86,7 @@ class Workflow:
         #: the running node that grows this workflow (see `Job.workflow`), if any
         self.inside: str | None = None
         self._added: list[_Pending] = []
+        self._ids: set[str] = set()  # of the nodes added
 
     def __repr__(self) -> str:
         return f"Workflow({self.workflow_id!r}, name={self.name!r})"
@@ -112,12 +113,12 @@ class Workflow:
         if checked.identifier is not None:
             raise ConfigurationError("a workflow's node takes no identifier: an identifier "
                                      "maps to a task in line")
-        own = {pending.node.task_id for pending in self._added}
         for parent in checked.after or ():
-            if parent not in own and self.state is None:
+            if parent not in self._ids and self.state is None:
                 raise ConfigurationError(f"after: {parent!r} is no node of this workflow "
                                          "(add it first)")
         node = Node(written_id, queue)
+        self._ids.add(written_id)
         self._added.append(_Pending(node, text, dataclasses.replace(
             checked, after=checked.after or (), workflow=self.workflow_id)))
         return node
@@ -131,6 +132,7 @@ class Workflow:
         client: Any = scripts.client
         added, self._added = self._added, []
         ids = [pending.node.task_id for pending in added]
+        known = set(ids)
         if self.inside is not None:  # run again: the nodes of its former run exist
             with reaching(client), client.pipeline(transaction=False) as pipe:
                 for task_id in ids:
@@ -138,7 +140,7 @@ class Workflow:
                 there = pipe.execute()
             added = [pending for pending, found in zip(added, there) if not found]
         outside = {parent for pending in added for parent in pending.options.after or ()
-                   if parent not in ids}
+                   if parent not in known}
         queues = {pending.node.task_id: pending.node.queue for pending in added}
         queues.update(dependencies.parent_queues(scripts, outside) if outside else {})
         growing = ([] if self.inside is None else
@@ -169,11 +171,12 @@ class Workflow:
         grow = [scripts.plans.add_parents(child_queue, child, part)
                 for child_queue, child in growing for part in dependencies.chunks_of(new_ids)]
         try:
-            replies = scripts.run_all([*steps, *grow, *depend])
+            scripts.run_all(steps)
         except Exception:
             self._undo(added)
             raise
-        due = dependencies.finished_parents(pairs, replies[len(steps) + len(grow):])
+        replies = scripts.run_all([*grow, *depend])
+        due = dependencies.finished_parents(pairs, replies[len(grow):])
         for pending in added:  # the nodes that wait for nothing are released now
             due.setdefault(pending.node.queue, []).append((pending.node.task_id, "", ""))
         with reaching(client):
@@ -236,6 +239,7 @@ class Workflow:
         workflow.state = found["state"]
         workflow.inside = None
         workflow._added = []
+        workflow._ids = set()
         return workflow
 
     def node_ids(self) -> list[str]:
@@ -253,6 +257,22 @@ class Workflow:
                 pipe.hmget(keys.task(task_id), *names)
             replies = pipe.execute(raise_on_error=False)
         return {task_id: reply if isinstance(reply, list) else [None] * len(names)
+                for task_id, reply in zip(ids, replies)}
+
+    def nodes(self) -> dict[str, dict[str, str]]:
+        """Each node's task hash as Redis holds it (`{task_id: fields}`, sorted by id; a
+        node whose hash is gone or of another type maps to {}). The tasks each node waited
+        for are in its `parents` field (a JSON array of ids, see `dependencies.parents_of`):
+        the edges of the workflow's graph."""
+        ids = self.node_ids()
+        client: Any = self.model.client()
+        keys = self.model.keys()
+        with reaching(client):
+            with client.pipeline(transaction=False) as pipe:
+                for task_id in ids:
+                    pipe.hgetall(keys.task(task_id))
+                replies = pipe.execute(raise_on_error=False)
+        return {task_id: reply if isinstance(reply, dict) else {}
                 for task_id, reply in zip(ids, replies)}
 
     def status(self) -> WorkflowStatus:

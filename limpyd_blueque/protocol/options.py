@@ -332,12 +332,11 @@ def check_after(after: object) -> tuple[str, ...] | None:
     if isinstance(after, (str, bytes)) or not isinstance(after, (list, tuple, set, frozenset)):
         raise ConfigurationError(f"after must be a list of tasks or task ids, not "
                                  f"{shown(after)}")
-    ids: list[str] = []
+    ids: dict[str, None] = {}  # (in order, each once)
     for item in after:
         task_id = getattr(item, "task_id", item)
         if not isinstance(task_id, str) or not task_id or len(task_id) > 1000:
             raise ConfigurationError(f"after holds {shown(item)}: expected a task (a Job) or "
                                      "a task id")
-        if task_id not in ids:
-            ids.append(task_id)
+        ids[task_id] = None
     return tuple(ids) or None

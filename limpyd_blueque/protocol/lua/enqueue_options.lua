@@ -154,7 +154,10 @@ local function put(key, id, parameters, task)
         redis.call('HSET', key, 'deferred', task.packed)
         redis.call('ZADD', d.waiting, now, id)
         if #task.after > 0 then
-            redis.call('SADD', d.after .. id, unpack(task.after))
+            for from = 1, #task.after, 1000 do  -- (Lua's unpack has a limit)
+                redis.call('SADD', d.after .. id,
+                    unpack(task.after, from, math.min(#task.after, from + 999)))
+            end
             redis.call('HSET', key, 'parents', cjson.encode(task.after))
         end
         if task.workflow ~= '' then
