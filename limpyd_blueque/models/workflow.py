@@ -267,11 +267,10 @@ class Workflow:
         ids = self.node_ids()
         client: Any = self.model.client()
         keys = self.model.keys()
-        with reaching(client):
-            with client.pipeline(transaction=False) as pipe:
-                for task_id in ids:
-                    pipe.hgetall(keys.task(task_id))
-                replies = pipe.execute(raise_on_error=False)
+        with reaching(client), client.pipeline(transaction=False) as pipe:
+            for task_id in ids:
+                pipe.hgetall(keys.task(task_id))
+            replies = pipe.execute(raise_on_error=False)
         return {task_id: reply if isinstance(reply, dict) else {}
                 for task_id, reply in zip(ids, replies)}
 

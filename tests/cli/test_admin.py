@@ -60,8 +60,8 @@ OPTIONAL_NUMBER = (int, float, type(None))
 OPTIONAL_STR = (str, type(None))
 SKIPPED = [{"key": str, "problem": str}]
 COUNTS = {"complete": int, "failed": int, "canceled": int}
-STATUSES = ("waiting", "scheduled", "pending", "reserved", "started", "complete", "failed", "canceled",
-            "buried", "expired", "total")
+STATUSES = ("waiting", "scheduled", "pending", "reserved", "started", "complete", "failed",
+            "canceled", "buried", "expired", "total")
 QUEUE = {"queue": str, "tasks": {name: int for name in STATUSES}, "stalled": int,
          "listeners": int, "oldest_waiting": ({"id": str, "age": OPTIONAL_NUMBER}, None),
          "finished": {"last_minute": COUNTS, "last_hour": COUNTS}, "paused": bool}
