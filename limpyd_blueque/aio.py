@@ -45,21 +45,21 @@ from .exceptions import (
     PartiallyEnqueued,
     TaskNotFound,
 )
-from .models import Job
+from .models import Job, dependencies
 from .models.producing import prepare_tasks
 from .models.task import TaskData
 from .models.waiting import RETRY, check_timeout, outcome, settled, time_left
 from .protocol import statistics
 from .protocol.keys import DEFAULT_PREFIX, KeySpace, check_queue_name, keyspace
 from .protocol.scripts import Plan, Planner, _load, _str, script_refusal
-from .protocol.statuses import FINISHED, RUNNING, WAITING
+from .protocol.statuses import FINISHED, UNFINISHED
 from .protocol.values import check_task_id, timestamp
 
 T = TypeVar("T")
 #: the scripts a producer runs
-SCRIPTS = ("enqueue", "enqueue_options", "cancel", "watch")
+SCRIPTS = ("enqueue", "enqueue_options", "cancel", "watch", "depend", "release")
 #: the statuses a cancel of a task of this queue never refuses
-WAITING_OR_RUNNING = WAITING | RUNNING
+WAITING_OR_RUNNING = UNFINISHED
 
 
 def is_cluster(client: Any) -> bool:
@@ -148,18 +148,28 @@ BROKEN = (RedisError, RuntimeError, AttributeError)
 
 class Outcomes:
     """The outcome channels of the tasks some coroutines wait for (`Queue.wait`), on one
-    subscription per client (`of`): a channel is subscribed while a waiter listens to it,
-    and a reading task, running while there are any, wakes the waiters of each message's
-    channel. When the subscription breaks, every waiter reads its task, and the channels
-    are subscribed again."""
+    subscription per client (`of`). Only its reading task, running while any waiter
+    listens, touches the subscription: it subscribes the channels listened to, reads the
+    messages (waking the waiters of each message's channel) and unsubscribes the channels
+    no waiter listens to any more. A waiter only adds and removes its event, so a waiter
+    canceled at any point leaves nothing half made. When the subscription breaks, every
+    waiter reads its task, and the channels are subscribed again on a new one."""
 
     _by_client: ClassVar[weakref.WeakKeyDictionary[Any, Outcomes]] = weakref.WeakKeyDictionary()
+    #: seconds the reading task waits for a message before it looks at the channels again
+    #: (a new waiter's channel is subscribed within it)
+    TURN = 0.05
+    #: seconds a waiter waits for its channel to be subscribed (past it, it reads its task
+    #: as when a message is lost)
+    SUBSCRIBING = 1.0
 
     def __init__(self, client: aioredis.Redis) -> None:
         self.client = client
         self.waiters: dict[str, set[asyncio.Event]] = {}
+        self.subscribed: set[str] = set()
         self.pubsub: Any = None
         self.reader: asyncio.Future[None] | None = None
+        self.changed = asyncio.Event()  # set (and replaced) when channels were subscribed
 
     @classmethod
     def of(cls, client: aioredis.Redis) -> Outcomes:
@@ -171,73 +181,87 @@ class Outcomes:
 
     async def listen(self, channel: str) -> asyncio.Event:
         """An event set at each message on `channel` (and when messages may have been
-        lost), until `forget`."""
+        lost), until `forget`; returns once the channel is subscribed (or after
+        `SUBSCRIBING` seconds)."""
         told = asyncio.Event()
-        first = channel not in self.waiters
         self.waiters.setdefault(channel, set()).add(told)
-        try:
-            if self.pubsub is None:
-                self.pubsub = self.client.pubsub(ignore_subscribe_messages=True)
-            if first:
-                with contextlib.suppress(RedisError):  # its waiter reads anyway
-                    await self.pubsub.subscribe(channel)
-        except BaseException:  # canceled while subscribing: nothing left behind
-            await self.forget(channel, told)
-            raise
         if self.reader is None or self.reader.done():
             self.reader = asyncio.ensure_future(self._read())
+        try:
+            deadline = asyncio.get_running_loop().time() + self.SUBSCRIBING
+            while channel not in self.subscribed:
+                left = deadline - asyncio.get_running_loop().time()
+                if left <= 0:
+                    break
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self.changed.wait(), timeout=left)
+        except BaseException:  # canceled: its event goes, nothing else was touched
+            await self.forget(channel, told)
+            raise
         return told
 
     async def forget(self, channel: str, told: asyncio.Event) -> None:
+        """`told` no longer listens to `channel` (the reading task unsubscribes it when no
+        waiter is left)."""
         waiters = self.waiters.get(channel)
         if waiters is None:
             return
         waiters.discard(told)
         if not waiters:
             del self.waiters[channel]
-            if self.pubsub is not None:
-                try:
-                    await self.pubsub.unsubscribe(channel)
-                except BROKEN:  # a subscription cut short (a cancel): made anew
-                    await self._renew()
-
-    async def _renew(self) -> None:
-        """A new subscription to every channel listened to, the old one closed (a broken
-        subscription, or one a cancel left half made)."""
-        pubsub, self.pubsub = self.pubsub, None
-        if pubsub is not None:
-            with contextlib.suppress(*BROKEN):
-                await (getattr(pubsub, "aclose", None) or pubsub.reset)()
-        if self.waiters:
-            self.pubsub = self.client.pubsub(ignore_subscribe_messages=True)
-            with contextlib.suppress(RedisError):
-                await self.pubsub.subscribe(*self.waiters)
 
     def _tell_all(self) -> None:
         for waiters in self.waiters.values():
             for told in waiters:
                 told.set()
 
+    def _subscribed_now(self) -> None:
+        changed, self.changed = self.changed, asyncio.Event()
+        changed.set()
+
+    async def _follow_channels(self) -> None:
+        """Subscribe the channels listened to, unsubscribe the others."""
+        if self.pubsub is None:
+            self.pubsub = self.client.pubsub(ignore_subscribe_messages=True)
+            self.subscribed = set()
+        wanted = set(self.waiters)
+        new, gone = wanted - self.subscribed, self.subscribed - wanted
+        if new:
+            await self.pubsub.subscribe(*new)
+            self.subscribed |= new
+            self._subscribed_now()
+        if gone:
+            await self.pubsub.unsubscribe(*gone)
+            self.subscribed -= gone
+
+    async def _close(self) -> None:
+        pubsub, self.pubsub, self.subscribed = self.pubsub, None, set()
+        if pubsub is not None:
+            with contextlib.suppress(*BROKEN):
+                await (getattr(pubsub, "aclose", None) or pubsub.reset)()
+
     async def _read(self) -> None:
-        """Read the messages while any waiter listens, then close the subscription."""
+        """Follow the channels and read the messages while any waiter listens, then close
+        the subscription."""
         try:
             while self.waiters:
                 try:
-                    if self.pubsub is None:
-                        raise RuntimeError("no subscription")
-                    message = await self.pubsub.get_message(timeout=1.0)
+                    await self._follow_channels()
+                    message = await self.pubsub.get_message(timeout=self.TURN)
                 except BROKEN:  # broken, or never made: every waiter reads; anew
                     self._tell_all()
+                    await self._close()
+                    self._subscribed_now()
                     await asyncio.sleep(0.5)
-                    await self._renew()
                     continue
                 if message and message.get("type") == "message":
                     for told in self.waiters.get(message["channel"], ()):
                         told.set()
         finally:
             self.reader = None
-            if not self.waiters and self.pubsub is not None:
-                await self._renew()  # (no waiter: closed, none made)
+            await self._close()
+            if self.waiters and self.reader is None:  # one came while it closed
+                self.reader = asyncio.ensure_future(self._read())
 
 
 class Queue:
@@ -273,6 +297,10 @@ class Queue:
         ready = prepare_tasks(self.job_model, self.keys, self.name, parameters,
                               task_ids=task_ids, chunk=chunk, options=options, common=common)
         await self._check_sizes(ready.texts)
+        waiting = [(self.name, task_id, checked.after) for task_id, _, checked in ready.tasks
+                   if checked.after]
+        parents = await self._parent_queues([parent for _, _, after in waiting
+                                             for parent in after]) if waiting else {}
         if self.keys.cluster:  # the cluster-wide index of queues, apart (an index only)
             await self._call(self.client.zadd(self.keys.queues, {self.name: 0}, nx=True))
         done: list[str] = []
@@ -285,7 +313,32 @@ class Queue:
                     raise
                 raise PartiallyEnqueued(done, len(ready.tasks), error) from error
             done += [written_id for written_id, _ in written]
+        if waiting:
+            await self._register(waiting, parents)
         return done
+
+    async def _parent_queues(self, ids: Sequence[str]) -> dict[str, str]:
+        """The queue of each task of `ids`; `ConfigurationError` for one that is no task
+        (see `dependencies.parent_queues`)."""
+        wanted = list(dict.fromkeys(ids))
+        async with self.client.pipeline(transaction=False) as pipe:
+            for task_id in wanted:
+                pipe.hget(self.keys.task(task_id), "queue")
+            replies = await self._call(pipe.execute(raise_on_error=False))
+        return dependencies.queues_read(wanted, replies)
+
+    async def _register(self, waiting: Sequence[dependencies.Waiting],
+                        parents: Mapping[str, str]) -> None:
+        """Make the parents of `waiting` tasks tell them when they finish, and count those
+        finished already (see `dependencies.register`). A task ended at once by a parent
+        that failed has no follower yet: nothing more to tell."""
+        steps, pairs = dependencies.depend_plans(self.scripts.plans, waiting, parents)
+        replies = [await self.scripts.execute(step) for step in steps]
+        due = dependencies.finished_parents(pairs, replies)
+        releases, _ = dependencies.release_plans(self.scripts.plans, due, time.time(),
+                                                 self.job_model.retention)
+        for step in releases:
+            await self.scripts.execute(step)
 
     async def schedule(self, parameters: Any, eta: float | datetime, *,
                        task_id: str | None = None, **options: Any) -> str:
@@ -326,8 +379,7 @@ class Queue:
         seconds, `TaskNotFound`. Woken by the message its finish publishes (one
         subscription per client, whatever the number of waiters), reading the task
         every two seconds or so in case one is lost, and trying again while Redis
-        cannot be reached. With redis-py 5.0.0, many waits at once on one client were
-        seen to time out; 5.0.1 and newer are tested with a thousand."""
+        cannot be reached."""
         task_id = check_task_id(task_id)
         deadline = check_timeout(timeout)
         channel = self.keys.outcome_channel(task_id)

@@ -8,9 +8,10 @@ from __future__ import annotations
 import time
 
 import pytest
+import pytest_asyncio
 from helpers import LISTENER, take
 
-from limpyd_blueque import ConfigurationError, Job, Queue
+from limpyd_blueque import ConfigurationError, Job, Queue, aio
 from limpyd_blueque.models import dependencies
 from limpyd_blueque.protocol.keys import keyspace
 
@@ -190,3 +191,26 @@ def test_repair_counts_a_parent_that_finished_before_its_child_was_registered(co
     conn.zadd(K.waiting("rep"), {child.task_id: time.time() - 120})
     dependencies.repair(Job.scripts(), "rep")
     assert child.status.hget() == "pending"
+
+
+@pytest_asyncio.fixture
+async def client(redis_url, conn):
+    client = aio.connect(redis_url)
+    yield client
+    await (getattr(client, "aclose", None) or client.close)()
+
+
+@pytest.mark.asyncio
+async def test_aio_enqueue_takes_after_and_checks_it_before_writing(client, database, conn):
+    queue = aio.Queue("adeps", client)
+    parent = await queue.enqueue("p")
+    done = await queue.enqueue("d")
+    run("adeps")  # `parent` done
+    child = await queue.enqueue("c", after=[parent, done], on_parent_failure="fail")
+    assert Job.load(child).status.hget() == "waiting"
+    assert conn.smembers(K.after("adeps", child)) == {done}
+    with pytest.raises(ConfigurationError, match="no task 'gone'"):
+        await queue.enqueue("x", after=["gone"])
+    run("adeps", "broken", fail=True)  # `done` fails: the child fails, naming it
+    assert Job.load(child).status.hget() == "failed"
+    assert done in Job.load(child).error.hget()
