@@ -163,3 +163,28 @@ def progressing(job, queue):
         job.set_progress(item, 300, f"item {item}")
         time.sleep(0.1)
     return "done"
+
+
+class WorkflowJob(Job):
+    """For the workflow fault test: logs `begin <id> <pid> <time>` and `end ...` in
+    $CRASH_LOG around a sleep of its parameters' seconds (`fail`: raises at once), and
+    `recorded <id> <pid>` once its outcome is stored; a node named `sum` returns how many
+    results its parents passed it."""
+
+    def run(self, queue):
+        path = os.environ["CRASH_LOG"]
+        parameters = self.known.get("parameters") or self.parameters.hget()
+        with open(path, "a") as log:
+            log.write(f"begin {self.pk.get()} {os.getpid()} {time.time()!r}\n")
+        if parameters == "fail":
+            raise ValueError("this node fails")
+        if parameters == "sum":
+            return str(len(self.parent_results()))
+        time.sleep(float(parameters))
+        with open(path, "a") as log:
+            log.write(f"end {self.pk.get()} {os.getpid()} {time.time()!r}\n")
+        return "ok"
+
+    def on_success(self, queue, result):
+        with open(os.environ["CRASH_LOG"], "a") as log:
+            log.write(f"recorded {self.pk.get()} {os.getpid()} {time.time()!r}\n")
