@@ -375,21 +375,34 @@ class ScriptRunner:
         """Run a planned step (see `Planner`) and read its reply."""
         return plan.read(self._run(plan.name, plan.keys, plan.args))
 
+    def _reply(self, plan: Plan[Any]) -> Any:
+        """The raw reply of a planned step, or the error it raised (as a pipeline gives
+        them)."""
+        try:
+            with reaching(self.client):
+                return self.client.evalsha(self._scripts[plan.name].sha, len(plan.keys),
+                                           *plan.keys, *[_str(a) for a in plan.args])
+        except ResponseError as error:
+            return error
+
     def run(self, plan: Plan[T]) -> T:
         """Run a planned step and read its reply (refusals as this library's errors)."""
         return self._execute(plan)
 
     def run_all(self, plans: Sequence[Plan[Any]]) -> list[Any]:
-        """Run planned steps in one round trip (a pipeline, in order; in a cluster, one per
-        node), and read each reply. A step refused raises its error once every step ran
+        """Run planned steps in one round trip (a pipeline, in order; on a cluster, one call
+        each), and read each reply. A step refused raises its error once every step ran
         (each step is whole on its own: those before and after it were done)."""
         if not plans:
             return []
-        with reaching(self.client), self.client.pipeline(transaction=False) as pipe:
-            for plan in plans:
-                pipe.evalsha(self._scripts[plan.name].sha, len(plan.keys), *plan.keys,
-                             *[_str(a) for a in plan.args])
-            replies = pipe.execute(raise_on_error=False)
+        if self.keys.cluster:  # redis-py pipelines no script on a cluster: one call each
+            replies = [self._reply(plan) for plan in plans]
+        else:
+            with reaching(self.client), self.client.pipeline(transaction=False) as pipe:
+                for plan in plans:
+                    pipe.evalsha(self._scripts[plan.name].sha, len(plan.keys), *plan.keys,
+                                 *[_str(a) for a in plan.args])
+                replies = pipe.execute(raise_on_error=False)
         read, refusal = [], None
         for plan, reply in zip(plans, replies):
             if isinstance(reply, NoScriptError):  # forgotten by the server: one at a time

@@ -245,3 +245,62 @@ async def test_asyncio_producers_on_a_cluster(bound, cluster):
         assert (await queue.get(waiting[0])).status == "canceled"
     finally:
         await client.aclose()
+
+
+def test_tasks_and_workflows_waiting_across_slots(bound, cluster):
+    from redis.crc import key_slot
+
+    from limpyd_blueque import Workflow
+    from limpyd_blueque.models import dependencies
+
+    keys = Job.keys()
+    slots = {key_slot(keys.pending(name).encode()) for name in ("extract", "load", "report")}
+    assert len(slots) == 3  # three queues, three slots
+    parent = Queue.named("extract").enqueue("e")
+    child = Queue.named("load").enqueue("l", after=[parent], priority=3)
+    assert child.status.hget() == "waiting"
+    held, _ = Queue.reserve_from(["extract"], LISTENER)
+    assert held.complete("rows", listener_id=LISTENER)
+    assert child.status.hget() == "pending" and child.priority.hget() == "3"
+    wf = Workflow("night")
+    first = wf.add("extract", "1")
+    parts = [wf.add("load", str(n), after=[first]) for n in range(5)]
+    last = wf.add("report", "r", after=parts)
+    wf.submit()
+    assert Queue.reserve_from(["load"], LISTENER)[0].task_id == child.task_id
+    for queue, count in (("extract", 1), ("load", 5)):
+        for _ in range(count):
+            held, _ = Queue.reserve_from([queue], LISTENER)
+            # the finishing call's follow-up left to the next one (its process died)
+            held.follow_up = lambda queue: None
+            assert held.complete(f"{queue} done", listener_id=LISTENER)
+        dependencies.follow_up(Job.scripts(), [queue])
+    final = Queue.reserve_from(["report"], LISTENER)[0]
+    assert final.task_id == last.task_id
+    assert set(final.parent_results()) == {part.task_id for part in parts}
+    assert final.complete("sent", listener_id=LISTENER)
+    assert Workflow.load(wf.workflow_id).status().done
+
+
+def test_a_worker_runs_a_workflow_spread_over_three_slots(bound, cluster, tmp_path):
+    from limpyd_blueque import Workflow
+
+    wf = Workflow()
+    first = wf.add("extract", "0.1")
+    parts = [wf.add("load", "0.1", after=[first]) for _ in range(6)]
+    wf.add("report", "sum", after=parts)
+    wf.submit()
+    url = f"redis+cluster://127.0.0.1:{cluster.nodes[0].port}/0"
+    worker = subprocess.Popen(worker_command(
+        url, "--queues=extract,load,report", "--job-model=jobs.WorkflowJob",
+        "--concurrency=2", "--timeout=0.2", "--no-title", "--logger-level=WARNING"),
+        env={**os.environ, "CRASH_LOG": str(tmp_path / "runs.log")},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: wf.status().done, timeout=60, interval=0.2)
+    finally:
+        kill(worker.pid)
+        worker.wait()
+    assert wf.status()["complete"] == 8
+    assert wf.results()[sorted(set(wf.node_ids()) - {first.task_id}
+                               - {p.task_id for p in parts})[0]] == "6"
