@@ -601,6 +601,42 @@ tasks, from the first task's start to the last's, the tasks spread over
 {body}"""
 
 
+def workflows_section() -> str:
+    """What workflows cost (bench/workflows.py, issue #31), with the targets of that
+    issue."""
+    path = RESULTS / "workflows.json"
+    if not path.exists():
+        return NOT_MEASURED[0].upper() + NOT_MEASURED[1:] + "."
+    report = json.loads(path.read_text())
+    sizes, summary = report["sizes"], report["summary"]
+    finish = summary["finish"]
+    small, large = (finish["1 waiting, workflow of 200"],
+                    finish["1 waiting, workflow of 10,000"])
+    size_ok = large["commands"] <= small["commands"] * 1.01
+    submit_ok = summary["submit_s"] <= 1.0
+    body = rst_rows(["target (issue #31)", "measured", "status"], [
+        [f"submit a {sizes['fan_out']:,}-node fan-out with its fan-in in at most 1 s",
+         f"{summary['submit_s']:.2f} s", "met" if submit_ok else "missed"],
+        ["finishing a node costs nothing more in a larger workflow",
+         f"{small['commands']:.0f} commands in a workflow of 200, {large['commands']:.0f} in "
+         f"one of 10,000", "met" if size_ok else "missed"]])
+    rows = rst_rows(["finish of one node", "µs (reserve and complete)", "commands"], [
+        [label, f"{found['us']:.0f}", f"{found['commands']:.1f}"]
+        for label, found in finish.items()])
+    return f"""``bench/workflows.py``, on a private Redis, {sizes['repetitions']} repetition(s)
+(medians). The submission: ``Workflow.add`` of {sizes['fan_out']:,} nodes and their
+fan-in, then ``submit()``, from the first ``add`` to the end of ``submit``. A finish: a
+worker's reserve and complete of a node (``complete`` tells the tasks waiting for it),
+timed per node over {sizes['finished']} nodes (20 for 100 waiting tasks), with the
+commands the server ran for it (``INFO commandstats``, the scripts' own included). A
+plain task pays nothing for dependencies; a node's finish grows with the tasks waiting for
+it (about 13 commands each), not with the size of its workflow.
+
+{body}
+
+{rows}"""
+
+
 def main() -> None:
     """Write the page (`--output`, default docs/benchmarks.rst); print the targets."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -691,6 +727,11 @@ Groups
 ======
 
 {groups_section()}
+
+Workflows
+=========
+
+{workflows_section()}
 
 The targets
 ===========

@@ -849,6 +849,10 @@ def main(argv: list[str] | None = None) -> int:
         done = subprocess.run([sys.executable, str(BENCH / "groups.py"),
                                *(["--quick"] if args.quick else [])])
         log(f"groups: exit {done.returncode} ({time.monotonic() - began_groups:.0f} s)")
+        began_workflows = time.monotonic()  # what workflows cost (#31): results/workflows.json
+        done = subprocess.run([sys.executable, str(BENCH / "workflows.py"),
+                               *(["--quick"] if args.quick else [])])
+        log(f"workflows: exit {done.returncode} ({time.monotonic() - began_workflows:.0f} s)")
         began_cost = time.monotonic()  # server instructions per task: results/server_cost.json
         done = subprocess.run([sys.executable, str(BENCH / "server_cost.py"),
                                *(["--tasks", "200"] if args.quick else [])])
