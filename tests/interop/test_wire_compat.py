@@ -902,3 +902,27 @@ def test_statistics_equal_a_full_scan_after_a_mixed_run(
     assert {status: tasks[status] for status in scanned} == scanned
     assert tasks["total"] == sum(scanned.values()) + held == 32
     assert len(theirs) == 10
+
+
+def test_a_waiting_task_is_never_taken_by_the_reference(driver: Reference, database, conn,
+                                                        monkeypatch):
+    """A task enqueued `after` another waits in this library's waiting set, which the
+    reference never reads; its parent may be run by the reference, whose finish does not
+    tell the waiting task: the repair (a minute later) counts that parent, and the task
+    joins the line both libraries read."""
+    from limpyd_blueque import Job
+    from limpyd_blueque.models import dependencies
+
+    queue = Queue.named(QUEUE)
+    parent = queue.enqueue(PARAMETERS)
+    child = queue.enqueue(PARAMETERS, after=[parent])
+    taken = driver.listen(QUEUE).task["id"]
+    assert taken == parent.task_id  # the reference takes the parent, never the child
+    assert driver.listen(QUEUE).task is None
+    driver.start(taken, 4242)
+    driver.complete(taken, RESULT)
+    assert child.status.hget() == "waiting"
+    monkeypatch.setattr(dependencies, "REPAIR_AFTER", 0.0)
+    dependencies.repair(Job.scripts(), QUEUE)
+    assert child.status.hget() == "pending"
+    assert driver.listen(QUEUE).task["id"] == child.task_id
