@@ -995,7 +995,8 @@ class Scripts(ScriptRunner):
         keys = [k.task(task_id), k.complete(queue), k.failed(queue), k.canceled(queue),
                 k.expired(queue), k.buried(queue), k.pending(queue), k.prioritized(queue),
                 k.scheduled(queue), k.identifiers(queue), k.expiry(queue), k.statistics(queue),
-                k.utubes(queue), k.utube_waiting(queue), k.retention(queue)]
+                k.utubes(queue), k.utube_waiting(queue), k.retention(queue),
+                k.waiting(queue), k.after(queue, task_id), k.children(queue, task_id)]
         reply = self._run("delete", keys,
                           [task_id, queue, "finished" if finished_only else "any",
                            k.utube_lists(queue), k.task_prefix, k.wake_channel(queue),

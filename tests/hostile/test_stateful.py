@@ -65,6 +65,7 @@ HELD = ("reserved", "started")
 FINISHED = ("complete", "failed")
 #: where a task of each status is filed, as docs/keys.rst says (structures of its queue)
 WHERE = {
+    "waiting": {"waiting"},
     "scheduled": {"scheduled"},
     "pending": {"pending", "prioritized", "utube_waiting", "grouped"},
     "reserved": {"leases", "reserved"},

@@ -214,3 +214,14 @@ async def test_aio_enqueue_takes_after_and_checks_it_before_writing(client, data
     run("adeps", "broken", fail=True)  # `done` fails: the child fails, naming it
     assert Job.load(child).status.hget() == "failed"
     assert done in Job.load(child).error.hget()
+
+
+def test_deleting_a_task_deletes_its_dependency_keys(conn):
+    queue = Queue.named("del")
+    parent = queue.enqueue("p")
+    child = queue.enqueue("c", after=[parent])
+    child.delete()
+    assert conn.zcard(K.waiting("del")) == 0 and not conn.exists(K.after("del", child.task_id))
+    run("del")
+    Job.load(parent.task_id).delete()
+    assert not conn.exists(K.children("del", parent.task_id), K.task(parent.task_id))

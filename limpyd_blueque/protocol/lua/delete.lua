@@ -8,7 +8,10 @@
 -- KEYS[9] blueque_scheduled_tasks_<queue>, KEYS[10] <prefix>:identifiers:<queue>,
 -- KEYS[11] <prefix>:expiry:<queue>, KEYS[12] <prefix>:stats:<queue>,
 -- KEYS[13] <prefix>:utubes:<queue>, KEYS[14] <prefix>:utube_waiting:<queue>,
--- KEYS[15] <prefix>:retention:<queue>
+-- KEYS[15] <prefix>:retention:<queue>, KEYS[16] <prefix>:waiting:<queue>,
+-- KEYS[17] <prefix>:after:<queue>:<id>, KEYS[18] <prefix>:children:<queue>:<id> (what it
+-- waits for, and who waits for it: a waiting task waiting for it is then told of its end
+-- by no one, and finds it gone when checked, see models/dependencies.py)
 -- ARGV[1] task id, ARGV[2] queue the caller believes the task is in, ARGV[3] 'finished'
 -- (complete, failed, canceled or expired only) or 'any' (all but reserved and started),
 -- ARGV[4] name prefix of the utube lists, ARGV[5] key prefix of task hashes, ARGV[6]
@@ -25,6 +28,7 @@ local allowed = {complete = true, failed = true, canceled = true, expired = true
 if ARGV[3] == 'any' then
     lists.buried = KEYS[6]
     allowed.buried, allowed.pending, allowed.scheduled = true, true, true
+    allowed.waiting = true
 end
 local status, refusal = status_among(KEYS[1], ARGV[2], allowed)
 if not status then return refusal end
@@ -40,6 +44,8 @@ else  -- waiting
 end
 redis.call('ZREM', KEYS[11], id)
 redis.call('ZREM', KEYS[15], id)
+if status == 'waiting' then redis.pcall('ZREM', KEYS[16], id) end
+redis.pcall('DEL', KEYS[17], KEYS[18])
 redis.call('DEL', KEYS[1])
 redis.call('HINCRBY', KEYS[12], 'calls.delete', 1)
 return {1}

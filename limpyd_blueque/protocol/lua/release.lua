@@ -21,13 +21,13 @@
 -- Returns {released, ended}: how many tasks joined a line or the scheduled set, how many
 -- were canceled or failed (their own followers are then told through their queue's
 -- ended list).
-local refused = refuse_misfit({{KEYS[1], 'list'}, {KEYS[2], 'zset'}, {KEYS[3], 'zset'},
-    {KEYS[4], 'zset'}, {KEYS[6], 'hash'}, {KEYS[7], 'zset'}, {KEYS[8], 'list'},
-    {KEYS[9], 'list'}})
-if refused then return refused end
 local queue, now, prefix = ARGV[1], ARGV[2], ARGV[5]
 local layout = cjson.decode(ARGV[7])
 local d = {waiting = layout[1], after = layout[2]}
+local refused = refuse_misfit({{KEYS[1], 'list'}, {KEYS[2], 'zset'}, {KEYS[3], 'zset'},
+    {KEYS[4], 'zset'}, {KEYS[6], 'hash'}, {KEYS[7], 'zset'}, {KEYS[8], 'list'},
+    {KEYS[9], 'list'}, {d.waiting, 'zset'}})
+if refused then return refused end
 local u = utube_keys(KEYS[6], KEYS[7], ARGV[4], prefix, queue, KEYS[1], KEYS[2], ARGV[6])
 local FAILURES = {failed = true, canceled = true, expired = true}
 local r = {retention = KEYS[11], settings = KEYS[10], throughput = KEYS[12], stats = KEYS[5],
