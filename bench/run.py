@@ -853,6 +853,10 @@ def main(argv: list[str] | None = None) -> int:
         done = subprocess.run([sys.executable, str(BENCH / "workflows.py"),
                                *(["--quick"] if args.quick else [])])
         log(f"workflows: exit {done.returncode} ({time.monotonic() - began_workflows:.0f} s)")
+        began_waiters = time.monotonic()  # producers woken (#31): results/waiters.json
+        done = subprocess.run([sys.executable, str(BENCH / "waiters.py"),
+                               *(["--quick"] if args.quick else [])])
+        log(f"waiters: exit {done.returncode} ({time.monotonic() - began_waiters:.0f} s)")
         began_cost = time.monotonic()  # server instructions per task: results/server_cost.json
         done = subprocess.run([sys.executable, str(BENCH / "server_cost.py"),
                                *(["--tasks", "200"] if args.quick else [])])

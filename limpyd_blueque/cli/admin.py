@@ -1,8 +1,8 @@
 """`blueque`: the administration command. It wires the subcommands of `operators`
 (stats, workers, tasks, inspect, errors, watch, requeue, cancel, delete, purge, clean,
-reindex), of `queues` (Tarantool's operations), of `serving` (web, metrics) and
-`periodic`; each subcommand is made by one of them only. `blueque --help` lists them by
-everyday use (`GROUPS`)."""
+reindex), of `queues` (Tarantool's operations), of `limits`, of `workflows` (workflow), of
+`serving` (web, metrics) and `periodic`; each subcommand is made by one of them only.
+`blueque --help` lists them by everyday use (`GROUPS`)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from ..models.periodic import PeriodicTask, check_name, iso
 from ..operations.overview import check_known_queues
 from ..protocol.keys import QUEUE_NAME_RE, check_queue_name
 from ..protocol.values import printable
-from . import limits, operators, queues, serving
+from . import limits, operators, queues, serving, workflows
 from .worker_script import (
     OneLineParser,
     add_redis_url_options,
@@ -34,8 +34,8 @@ from .worker_script import (
 #: show the same, served), acting next, maintenance last; in each group, the most used
 #: first. A subcommand missing here is listed last, under "other".
 GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("seeing", ("stats", "tasks", "inspect", "errors", "workers", "watch", "statistics",
-                "peek", "periodic", "limits")),
+    ("seeing", ("stats", "tasks", "inspect", "workflow", "errors", "workers", "watch",
+                "statistics", "peek", "periodic", "limits")),
     ("serving pages", ("web", "metrics")),
     ("acting", ("cancel", "requeue", "delete", "kick", "pause", "resume", "limit")),
     ("maintenance", ("purge", "truncate", "drop", "clean", "reindex")),
@@ -112,6 +112,7 @@ def make_parser() -> argparse.ArgumentParser:
     queues.add_parsers(commands, checked)
     operators.add_parsers(commands, checked)
     limits.add_parsers(commands, checked)
+    workflows.add_parsers(commands, checked)
     add_periodic_parser(commands)
     serving.add_parsers(commands)
     commands.put_in_order()
@@ -191,7 +192,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     def run() -> int:
         use_redis(redis_url(options))
         commands = {"periodic": periodic_command, **queues.HANDLERS,
-                    **operators.HANDLERS, **limits.HANDLERS, **serving.HANDLERS}
+                    **operators.HANDLERS, **limits.HANDLERS, **workflows.HANDLERS,
+                    **serving.HANDLERS}
         return commands[options.command](options)
 
     try:

@@ -152,8 +152,8 @@ class Job(Task):
 
     def workflow(self) -> Workflow | None:
         """The workflow this task is a node of (None: it is none's), ready to grow from
-        inside the running task: the nodes it `add`s and `submit`s are also waited for by
-        the tasks waiting for this one."""
+        inside the running task: the nodes it adds (`Workflow.add`, then `submit`) are also
+        waited for by the tasks waiting for this one."""
         workflow_id = self.raw_field("workflow")
         if not workflow_id:
             return None

@@ -49,8 +49,10 @@ def test_help_lists_subcommands_by_everyday_use(redis_url):
     assert [heading.split(" (")[0] for heading in headings] == [
         "seeing", "serving pages", "acting", "maintenance"]
     listed = re.findall(r"^  ([a-z]+) {2,}\S", out, re.M)
-    assert listed[:6] == ["stats", "tasks", "inspect", "errors", "workers", "watch"]
-    assert sorted(listed) == sorted(["stats", "tasks", "inspect", "errors", "workers", "watch",
+    assert listed[:7] == ["stats", "tasks", "inspect", "workflow", "errors", "workers",
+                          "watch"]
+    assert sorted(listed) == sorted(["stats", "tasks", "inspect", "workflow", "errors",
+                                     "workers", "watch",
                                      "statistics", "peek", "periodic", "cancel", "requeue",
                                      "delete", "kick", "pause", "resume", "purge", "truncate",
                                      "drop", "clean", "reindex", "web", "metrics", "limits",

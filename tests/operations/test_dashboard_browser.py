@@ -21,9 +21,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from helpers import script, wait_for
+from helpers import LISTENER, script, take, wait_for
 
-from limpyd_blueque import Job, Queue, Worker
+from limpyd_blueque import Job, Queue, Worker, Workflow
 
 pytestmark = pytest.mark.browser
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
@@ -146,7 +146,7 @@ def dashboard(redis_url, browser, conn):
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
 #: the pages each run saves a picture of, by the name of its file
 PAGES = ("queues", "running", "queue", "task", "workers", "errors", "confirm", "search",
-         "chart")
+         "chart", "workflow")
 #: the pictures this run saved
 SAVED: set[str] = set()
 
@@ -499,6 +499,38 @@ def test_searching_a_queue_by_parameter_identifier_and_id(dashboard):
     assert web.one("#matches tbody tr[data-task]").get_attribute("data-how") == "identifier"
     web.one(f'#matches a[href="/tasks/{tagged.task_id}"]').click()
     assert web.one("#task-id").text == tagged.task_id
+
+
+def test_a_workflow_page_draws_a_node_per_task_and_each_opens_its_task(dashboard):
+    wf = Workflow("nightly report")
+    extract = wf.add("reports", {"step": "extract"})
+    totals = wf.add("reports", {"step": "totals"}, after=[extract])
+    charts = wf.add("thumbnails", {"step": "charts"}, after=[extract])
+    mail = wf.add("reports", {"step": "mail"}, after=[totals, charts])
+    wf.submit()
+    assert take("reports").complete("extracted", listener_id=LISTENER)
+    take("reports").set_progress(40, 100, "adding up the regions")
+    web = dashboard()
+    web.open(f"/workflows/{wf.workflow_id}")
+    web.one("svg#graph a.node")
+    drawn = {node.get_attribute("data-task"): node.get_attribute("data-status")
+             for node in web.find("svg#graph a.node")}
+    assert drawn == {extract.task_id: "complete", totals.task_id: "reserved",
+                     charts.task_id: "pending", mail.task_id: "waiting"}
+    assert len(web.find("svg#graph path.edge")) == 4
+    assert web.one("#node-count").text == "4"
+    assert "40%" in web.one(f'svg#graph a.node[data-task="{totals.task_id}"]').text
+    shot(web.browser, "workflow")
+    web.click(f'svg#graph a.node[data-task="{charts.task_id}"]')
+    wait_for(lambda: web.find("#task-id"))
+    assert web.one("#task-id").text == charts.task_id
+    assert [item.get_attribute("data-task") for item in web.find("#parents li")] == [
+        extract.task_id]
+    assert [item.get_attribute("data-task") for item in web.find("#children li")] == [
+        mail.task_id]
+    web.click("a#workflow")
+    wait_for(lambda: web.find("svg#graph"))
+    assert len(web.find("svg#graph a.node")) == 4
 
 
 def test_each_page_is_saved_as_a_picture(request):

@@ -16,7 +16,13 @@ from typing import Any
 from flask import Flask, Response, render_template, request
 from redis.exceptions import RedisError
 
-from ...exceptions import ConfigurationError, LimpydBluequeError, RedisUnavailable, TaskNotFound
+from ...exceptions import (
+    ConfigurationError,
+    LimpydBluequeError,
+    RedisUnavailable,
+    TaskNotFound,
+    WorkflowNotFound,
+)
 from ...models.binding import unconverted
 from ...protocol.values import printable
 from . import acts, pages
@@ -82,11 +88,11 @@ def problem(status: int, message: str) -> Any:
 
 def error_page(error: BaseException) -> Any:
     """An error of the library as a page: a mistake in the address is 400, an unknown task
-    404, Redis out of reach 503, any other 500. Passwords never reach it."""
+    or workflow 404, Redis out of reach 503, any other 500. Passwords never reach it."""
     from ...connection.errors import mask_secrets
 
     status = (400 if isinstance(error, ConfigurationError) else 404
-              if isinstance(error, TaskNotFound) else 503
+              if isinstance(error, (TaskNotFound, WorkflowNotFound)) else 503
               if isinstance(error, RedisUnavailable) else 500)
     return problem(status, printable(mask_secrets(str(error))))
 

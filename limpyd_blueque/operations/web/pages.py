@@ -1,7 +1,8 @@
-"""The dashboard's pages, each a view of what `overview`, `inspection` and `search` read:
-the queues, the running tasks (live, through `/api/running`), a queue's tasks by status,
-one task, the stored errors, the workers, the throughput charts (`charts`) and the
-search of a queue's tasks. Nothing here writes to Redis."""
+"""The dashboard's pages, each a view of what `overview`, `inspection`, `search` and
+`workflows` read: the queues, the running tasks (live, through `/api/running`), a queue's
+tasks by status, one task (with the tasks it waits for and those waiting for it), a
+workflow's graph (`graph`), the stored errors, the workers, the throughput charts
+(`charts`) and the search of a queue's tasks. Nothing here writes to Redis."""
 
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ from ..overview import (
     task_page,
 )
 from ..search import MATCH_LIMIT, QUERY_MAX, search_tasks
+from ..workflows import STATUSES, check_workflow_id, read_workflow, task_links
 from .charts import (
     DEFAULT_HOURS,
     FRAME,
@@ -45,6 +47,7 @@ from .charts import (
     throughput_charts,
 )
 from .context import current
+from .graph import MAX_LINES, MAX_NODES, draw
 
 blueprint = Blueprint("pages", __name__)
 #: the tabs of a queue's page: the held tasks together, then each other status
@@ -168,7 +171,17 @@ def task(task_id: str) -> str:
     tracebacks = error_tracebacks([error.pk for error in record.errors], settings.error_model)
     fields = dict(sorted(record.fields.items()))
     return render_template("task.html", task=record, fields=fields, tracebacks=tracebacks,
-                           held=record.fields.get("status") in {s.value for s in RUNNING})
+                           held=record.fields.get("status") in {s.value for s in RUNNING},
+                           links=task_links(record.id, record.fields, settings.job_model))
+
+
+@blueprint.route("/workflows/<path:workflow_id>")
+def workflow(workflow_id: str) -> str:
+    """A workflow's graph, each node's box linking to its task's page, with its nodes
+    counted per status (an unknown id: 404)."""
+    view = read_workflow(check_workflow_id(workflow_id), current().job_model)
+    return render_template("workflow.html", view=view, drawing=draw(view), statuses=STATUSES,
+                           max_nodes=MAX_NODES, max_lines=MAX_LINES)
 
 
 @blueprint.route("/errors")
