@@ -168,22 +168,40 @@ def _follow_queue(scripts: Scripts, queue: str, retention: Retention,
     """Follow up to `FOLLOW_CHUNK` ended tasks of `queue` (the oldest first); how many, and
     the queues to follow next (those where a child ended, this one if more are listed)."""
     client: Any = scripts.client  # (decoding: replies are str)
-    keys = scripts.keys
-    ended = keys.ended(queue)
+    ended = scripts.keys.ended(queue)
     try:
         with reaching(client):
             ids = client.lrange(ended, -FOLLOW_CHUNK, -1)
-            if not ids:
-                return 0, []
-            with client.pipeline(transaction=False) as pipe:
-                for task_id in ids:
-                    pipe.hmget(keys.task(task_id), "status", "workflow")
-                    pipe.smembers(keys.children(queue, task_id))
-                replies = pipe.execute(raise_on_error=False)
-    except RedisError as error:
+            due, workflows = _followers(scripts, queue, ids) if ids else ({}, {})
+        next_queues = release(scripts, due, retention) if due else []
+    except (LimpydBluequeError, RedisError) as error:
         logger.error("[%s] the tasks waiting for its finished tasks were not told: %s",
                      queue, error)
         return 0, []
+    if not ids:
+        return 0, []
+    for workflow, nodes in workflows.items():
+        node_finished(scripts, workflow, nodes, retention)
+    with reaching(client), client.pipeline(transaction=False) as pipe:
+        for task_id in ids:
+            pipe.lrem(ended, -1, task_id)
+        pipe.execute(raise_on_error=False)
+    if len(ids) == FOLLOW_CHUNK and queue not in next_queues:
+        next_queues.append(queue)
+    return len(ids), next_queues
+
+
+def _followers(scripts: Scripts, queue: str, ids: Sequence[str],
+               ) -> tuple[Releases, dict[str, list[str]]]:
+    """The releases due for the children of the ended tasks `ids` of `queue`, and the
+    nodes among them of each workflow. A task gone counts as finished ('gone')."""
+    client: Any = scripts.client
+    keys = scripts.keys
+    with client.pipeline(transaction=False) as pipe:
+        for task_id in ids:
+            pipe.hmget(keys.task(task_id), "status", "workflow")
+            pipe.smembers(keys.children(queue, task_id))
+        replies = pipe.execute(raise_on_error=False)
     due: Releases = {}
     workflows: dict[str, list[str]] = {}
     for index, task_id in enumerate(ids):
@@ -196,23 +214,7 @@ def _follow_queue(scripts: Scripts, queue: str, retention: Retention,
             child_queue, _, child = member.partition(" ")
             if QUEUE_NAME_RE.match(child_queue) and child:
                 due.setdefault(child_queue, []).append((child, task_id, status))
-    next_queues: list[str] = []
-    if due:
-        try:
-            next_queues = release(scripts, due, retention)
-        except (LimpydBluequeError, RedisError) as error:
-            logger.error("[%s] the tasks waiting for its finished tasks were not told: %s",
-                         queue, error)
-            return 0, []
-    for workflow, nodes in workflows.items():
-        node_finished(scripts, workflow, nodes, retention)
-    with reaching(client), client.pipeline(transaction=False) as pipe:
-        for task_id in ids:
-            pipe.lrem(ended, -1, task_id)
-        pipe.execute(raise_on_error=False)
-    if len(ids) == FOLLOW_CHUNK and queue not in next_queues:
-        next_queues.append(queue)
-    return len(ids), next_queues
+    return due, workflows
 
 
 def node_finished(scripts: Scripts, workflow: str, nodes: Sequence[str],
@@ -245,46 +247,47 @@ def retain_nodes(scripts: Scripts, workflow: str,
     client: Any = scripts.client  # (decoding: replies are str)
     keys = scripts.keys
     with reaching(client):
-        ids = sorted(client.smembers(keys.workflow_nodes(workflow)))
-        with client.pipeline(transaction=False) as pipe:
-            for task_id in ids:
-                pipe.hmget(keys.task(task_id), "status", "queue", "updated", "result_ttl",
-                           "failure_ttl")
-            fields = pipe.execute(raise_on_error=False)
-        settings: dict[str, Any] = {}
-        for reply in fields:
-            if isinstance(reply, list) and reply[1] and QUEUE_NAME_RE.match(reply[1]):
-                settings.setdefault(reply[1], None)
-        with client.pipeline(transaction=False) as pipe:
-            for queue in settings:
-                pipe.hmget(keys.queue_settings(queue), "result_ttl", "failure_ttl")
-            for queue, found in zip(settings, pipe.execute(raise_on_error=False)):
-                settings[queue] = found if isinstance(found, list) else [None, None]
-        last: float | None = 0.0
+        ttls = _node_ttls(scripts, sorted(client.smembers(keys.workflow_nodes(workflow))),
+                          retention)
         now = time.time()
         with client.pipeline(transaction=False) as pipe:
-            for task_id, reply in zip(ids, fields):
-                if not isinstance(reply, list) or reply[0] not in FINISHED_VALUES:
-                    continue
-                status, queue = reply[0], reply[1]
-                if queue not in settings:
-                    continue
-                complete = status == Status.COMPLETE.value
-                ttl = resolve_ttl(reply[3] if complete else reply[4],
-                                  settings[queue][0 if complete else 1],
-                                  retention.result_ttl if complete
-                                  else retention.failure_ttl)
-                if ttl < 0:
-                    last = None
-                    continue
-                pipe.zadd(keys.retention(queue), {task_id: now + ttl})
-                if last is not None:
-                    last = max(last, ttl)
-            if last is not None:
+            for task_id, (queue, ttl) in ttls.items():
+                if ttl >= 0:
+                    pipe.zadd(keys.retention(queue), {task_id: now + ttl})
+            if all(ttl >= 0 for _, ttl in ttls.values()):
+                last = max((ttl for _, ttl in ttls.values()), default=0.0)
                 for key in (keys.workflow(workflow), keys.workflow_nodes(workflow),
                             keys.workflow_finished(workflow)):
                     pipe.expire(key, max(int(last) + 1, 1))
             pipe.execute(raise_on_error=False)
+
+
+def _node_ttls(scripts: Scripts, ids: Sequence[str],
+               retention: Retention) -> dict[str, tuple[str, float]]:
+    """The queue and retention of each finished task of `ids` (-1: kept forever): its own
+    ttl of its status, else its queue's, else `retention`'s (as the finishing steps)."""
+    client: Any = scripts.client
+    keys = scripts.keys
+    with client.pipeline(transaction=False) as pipe:
+        for task_id in ids:
+            pipe.hmget(keys.task(task_id), "status", "queue", "result_ttl", "failure_ttl")
+        fields = pipe.execute(raise_on_error=False)
+    finished = {task_id: reply for task_id, reply in zip(ids, fields)
+                if isinstance(reply, list) and reply[0] in FINISHED_VALUES
+                and reply[1] and QUEUE_NAME_RE.match(reply[1])}
+    queues = sorted({reply[1] for reply in finished.values()})
+    with client.pipeline(transaction=False) as pipe:
+        for queue in queues:
+            pipe.hmget(keys.queue_settings(queue), "result_ttl", "failure_ttl")
+        settings = {queue: found if isinstance(found, list) else [None, None]
+                    for queue, found in zip(queues, pipe.execute(raise_on_error=False))}
+    ttls = {}
+    for task_id, (status, queue, result_ttl, failure_ttl) in finished.items():
+        complete = status == Status.COMPLETE.value
+        ttls[task_id] = (queue, resolve_ttl(
+            result_ttl if complete else failure_ttl, settings[queue][0 if complete else 1],
+            retention.result_ttl if complete else retention.failure_ttl))
+    return ttls
 
 
 # -- repairing ---------------------------------------------------------------------------------
@@ -292,46 +295,61 @@ def repair(scripts: Scripts, queue: str, cursor: int = 0, count: int = FOLLOW_CH
            retention: Retention = DEFAULT_RETENTION) -> int:
     """Check `count` tasks of `queue` waiting for longer than `REPAIR_AFTER`, from
     position `cursor` of its waiting set: a parent that finished without telling it (its
-    producer died between writing it and registering it with its parents) is counted now,
-    and a task that waits for nothing more is released. The next cursor (0: start over)."""
+    producer died between writing it and registering it with its parents, or a Blueque
+    1.0.1 client finished the parent) is counted now, and a task that waits for nothing
+    more is released (a node of a workflow only once its workflow was submitted). The
+    next cursor (0: start over)."""
     client: Any = scripts.client  # (decoding: replies are str)
-    keys = scripts.keys
     try:
         with reaching(client):
-            entries = client.zrange(keys.waiting(queue), cursor, cursor + count - 1,
+            entries = client.zrange(scripts.keys.waiting(queue), cursor, cursor + count - 1,
                                     withscores=True)
             old = [task_id for task_id, score in entries
                    if score <= time.time() - REPAIR_AFTER]
-            if not old:
-                return 0 if len(entries) < count else cursor + count
-            with client.pipeline(transaction=False) as pipe:
-                for task_id in old:
-                    pipe.smembers(keys.after(queue, task_id))
-                parents = pipe.execute(raise_on_error=False)
-            wanted = sorted({parent for found in parents if isinstance(found, set)
-                             for parent in found})
-            with client.pipeline(transaction=False) as pipe:
-                for parent in wanted:
-                    pipe.hget(keys.task(parent), "status")
-                statuses = dict(zip(wanted, pipe.execute(raise_on_error=False)))
-    except RedisError as error:
+            items = _stale(scripts, queue, old) if old else []
+        if items and release(scripts, {queue: items}, retention):
+            follow_up(scripts, [queue], retention)
+    except (LimpydBluequeError, RedisError) as error:
         logger.error("[%s] waiting tasks not checked: %s", queue, error)
         return 0
-    items = [(task_id, "", "") for task_id in old]  # released when waiting for nothing
-    for task_id, found in zip(old, parents):
+    return 0 if len(entries) < count else cursor + count
+
+
+def _stale(scripts: Scripts, queue: str, ids: Sequence[str]) -> list[tuple[str, str, str]]:
+    """The release items of the waiting tasks `ids` of `queue`: each finished parent of
+    theirs, and the task itself (released if it waits for nothing more), but for the
+    nodes of a workflow not submitted (yet, or ever: its producer died)."""
+    client: Any = scripts.client
+    keys = scripts.keys
+    with client.pipeline(transaction=False) as pipe:
+        for task_id in ids:
+            pipe.smembers(keys.after(queue, task_id))
+            pipe.hget(keys.task(task_id), "workflow")
+        replies = pipe.execute(raise_on_error=False)
+    parents, workflows = replies[::2], replies[1::2]
+    wanted = sorted({parent for found in parents if isinstance(found, set) for parent in found})
+    named = sorted({workflow for workflow in workflows if isinstance(workflow, str)})
+    with client.pipeline(transaction=False) as pipe:
+        for parent in wanted:
+            pipe.hget(keys.task(parent), "status")
+        for workflow in named:
+            pipe.hget(keys.workflow(workflow), "state")
+        found_states = pipe.execute(raise_on_error=False)
+    statuses = dict(zip(wanted, found_states))
+    submitted = {workflow for workflow, state in zip(named, found_states[len(wanted):])
+                 if state == "submitted"}
+    items = []
+    for task_id, found, workflow in zip(ids, parents, workflows):
+        if isinstance(workflow, str) and workflow not in submitted:
+            continue
+        items.append((task_id, "", ""))
         for parent in found if isinstance(found, set) else ():
             status = statuses.get(parent)
             if not isinstance(status, str):
                 items.append((task_id, parent, "gone"))
             elif status in FINISHED_VALUES:
                 items.append((task_id, parent, status))
-    try:
-        if release(scripts, {queue: items}, retention):
-            follow_up(scripts, [queue], retention)
-    except (LimpydBluequeError, RedisError) as error:
-        logger.error("[%s] waiting tasks not checked: %s", queue, error)
-        return 0
-    return 0 if len(entries) < count else cursor + count
+    return items
 
 
 # -- reading -----------------------------------------------------------------------------------

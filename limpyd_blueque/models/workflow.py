@@ -128,65 +128,90 @@ class Workflow:
         """Write every node added (see the module's text); the workflow's id."""
         if not self._added:
             raise ConfigurationError("a workflow needs at least one node: add() them first")
-        scripts, keys = self.model.scripts(), self.model.keys()
-        client: Any = scripts.client
+        scripts = self.model.scripts()
         added, self._added = self._added, []
         ids = [pending.node.task_id for pending in added]
         known = set(ids)
-        if self.inside is not None:  # run again: the nodes of its former run exist
-            with reaching(client), client.pipeline(transaction=False) as pipe:
-                for task_id in ids:
-                    pipe.exists(keys.task(task_id))
-                there = pipe.execute()
-            added = [pending for pending, found in zip(added, there) if not found]
         outside = {parent for pending in added for parent in pending.options.after or ()
                    if parent not in known}
         queues = {pending.node.task_id: pending.node.queue for pending in added}
         queues.update(dependencies.parent_queues(scripts, outside) if outside else {})
         growing = ([] if self.inside is None else
                    dependencies.children_of(scripts, self._queue_of(self.inside), self.inside))
-        now = time.time()
-        with reaching(client), client.pipeline(transaction=False) as pipe:
-            if self.state is None:
-                pipe.hset(keys.workflow(self.workflow_id), mapping={
-                    "name": self.name or "", "created": repr(now), "state": "submitting"})
-            for part in dependencies.chunks_of(ids):
-                pipe.sadd(keys.workflow_nodes(self.workflow_id), *part)
-            pipe.execute()
-        steps = []
-        by_queue: dict[str, list[_Pending]] = {}
-        for pending in added:
-            by_queue.setdefault(pending.node.queue, []).append(pending)
-        for queue, nodes in by_queue.items():
-            for batch in dependencies.chunks_of(nodes):
-                steps.append(scripts.plans.enqueue(
-                    queue, [(p.node.task_id, p.text, p.options) for p in batch], now))
-        waiting: list[dependencies.Waiting] = [
-            (p.node.queue, p.node.task_id, p.options.after or ()) for p in added
-            if p.options.after]
-        new_ids = [pending.node.task_id for pending in added]
-        waiting += [(child_queue, child, new_ids) for child_queue, child in growing
-                    if new_ids]
-        depend, pairs = dependencies.depend_plans(scripts.plans, waiting, queues)
-        grow = [scripts.plans.add_parents(child_queue, child, part)
-                for child_queue, child in growing for part in dependencies.chunks_of(new_ids)]
-        try:
-            scripts.run_all(steps)
-        except Exception:
-            self._undo(added)
-            raise
-        replies = scripts.run_all([*grow, *depend])
-        due = dependencies.finished_parents(pairs, replies[len(grow):])
+        self._open(ids)
+        self._write(self._unwritten(added))
+        due = self._link(added, growing, queues)
         for pending in added:  # the nodes that wait for nothing are released now
             due.setdefault(pending.node.queue, []).append((pending.node.task_id, "", ""))
+        client: Any = scripts.client
         with reaching(client):
-            client.hset(keys.workflow(self.workflow_id), mapping={
+            client.hset(self.model.keys().workflow(self.workflow_id), mapping={
                 "state": "submitted", "submitted_at": repr(time.time())})
         self.state = "submitted"
         ended = dependencies.release(scripts, due)
         if ended:
             dependencies.follow_up(scripts, ended)
         return self.workflow_id
+
+    def _unwritten(self, added: Sequence[_Pending]) -> list[_Pending]:
+        """The nodes of `added` to write: all of them, but those a former run of the node
+        growing this workflow wrote already (linked and released again: both idempotent,
+        should that run have died half way)."""
+        if self.inside is None:
+            return list(added)
+        keys = self.model.keys()
+        client: Any = self.model.client()
+        with reaching(client), client.pipeline(transaction=False) as pipe:
+            for pending in added:
+                pipe.exists(keys.task(pending.node.task_id))
+            there = pipe.execute()
+        return [pending for pending, found in zip(added, there) if not found]
+
+    def _open(self, ids: Sequence[str]) -> None:
+        """The workflow's hash (when new: `submitting`) and its nodes' set."""
+        keys = self.model.keys()
+        client: Any = self.model.client()
+        with reaching(client), client.pipeline(transaction=False) as pipe:
+            if self.state is None:
+                pipe.hset(keys.workflow(self.workflow_id), mapping={
+                    "name": self.name or "", "created": repr(time.time()),
+                    "state": "submitting"})
+            for part in dependencies.chunks_of(ids):
+                pipe.sadd(keys.workflow_nodes(self.workflow_id), *part)
+            pipe.execute()
+
+    def _write(self, nodes: Sequence[_Pending]) -> None:
+        """Write `nodes` as waiting tasks, one enqueue step per queue and 1,000 nodes, in
+        one round trip; a step refused deletes what the others wrote, and raises."""
+        scripts, now = self.model.scripts(), time.time()
+        by_queue: dict[str, list[_Pending]] = {}
+        for pending in nodes:
+            by_queue.setdefault(pending.node.queue, []).append(pending)
+        steps = [scripts.plans.enqueue(queue, [(p.node.task_id, p.text, p.options)
+                                              for p in batch], now)
+                 for queue, found in by_queue.items() for batch in dependencies.chunks_of(found)]
+        try:
+            scripts.run_all(steps)
+        except Exception:
+            self._undo(nodes)
+            raise
+
+    def _link(self, added: Sequence[_Pending], growing: Sequence[tuple[str, str]],
+              queues: dict[str, str]) -> dependencies.Releases:
+        """Make the parents of the nodes of `added` tell them when they finish, and the
+        tasks waiting for the node growing the workflow (`growing`) also wait for every
+        node added: one round trip. The releases due for parents finished already."""
+        scripts = self.model.scripts()
+        waiting: list[dependencies.Waiting] = [
+            (p.node.queue, p.node.task_id, p.options.after or ()) for p in added
+            if p.options.after]
+        new_ids = [pending.node.task_id for pending in added]
+        waiting += [(child_queue, child, new_ids) for child_queue, child in growing]
+        depend, pairs = dependencies.depend_plans(scripts.plans, waiting, queues)
+        grow = [scripts.plans.add_parents(child_queue, child, part)
+                for child_queue, child in growing for part in dependencies.chunks_of(new_ids)]
+        replies = scripts.run_all([*grow, *depend])
+        return dependencies.finished_parents(pairs, replies[len(grow):])
 
     def _undo(self, added: Sequence[_Pending]) -> None:
         """Delete what a submission that failed half way wrote (best effort: its nodes wait

@@ -170,3 +170,46 @@ def test_ten_thousand_nodes_are_submitted_in_a_few_round_trips(conn, count_comma
     assert conn.llen(K.pending("fan-out")) == 10_000
     assert conn.zcard(K.waiting("fan-in")) == 1
     assert counted.count < 200  # script calls of at most 1,000 items, no command per node
+
+
+def test_a_growing_node_that_died_half_way_through_its_submit_links_its_nodes_when_run_again(
+        conn, monkeypatch):
+    wf = Workflow()
+    split = wf.add("half-grow", "split")
+    merge = wf.add("half-grow", "merge", after=[split])
+    wf.submit()
+    job = take("half-grow")
+    inside = job.workflow()
+    parts = [inside.add("half-parts", f"part {i}") for i in range(2)]
+
+    def died(*args, **kwargs):
+        raise SystemExit("killed")
+
+    monkeypatch.setattr(Workflow, "_link", died)
+    with pytest.raises(SystemExit):
+        inside.submit()  # its nodes written, never linked nor released
+    monkeypatch.undo()
+    assert statuses(*parts) == ["waiting", "waiting"]
+    job.release()
+    again = take("half-grow")
+    assert again.task_id == split.task_id
+    inside = again.workflow()
+    assert [inside.add("half-parts", f"part {i}") for i in range(2)] == parts
+    inside.submit()
+    assert statuses(*parts) == ["pending", "pending"]
+    assert conn.smembers(K.after("half-grow", merge.task_id)) == {
+        split.task_id, *(p.task_id for p in parts)}
+
+
+def test_the_repair_never_releases_the_nodes_of_a_workflow_never_submitted(conn, monkeypatch):
+    from limpyd_blueque.models import dependencies
+
+    wf = Workflow()
+    root = wf.add("unsent", "1")
+    monkeypatch.setattr(Workflow, "_link", lambda *args: (_ for _ in ()).throw(
+        SystemExit("killed")))
+    with pytest.raises(SystemExit):
+        wf.submit()  # its producer died before the workflow was submitted
+    monkeypatch.setattr(dependencies, "REPAIR_AFTER", 0.0)
+    dependencies.repair(Job.scripts(), "unsent")
+    assert statuses(root) == ["waiting"]
