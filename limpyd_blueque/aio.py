@@ -24,7 +24,7 @@ import asyncio
 import contextlib
 import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, ClassVar, TypeVar, cast
 
@@ -132,8 +132,8 @@ class AsyncScripts:
     async def execute(self, plan: Plan[T]) -> T:
         """Run a planned step and read its reply; errors as the synchronous API has them."""
         try:
-            reply = await self._scripts[plan.name](keys=plan.keys,
-                                                   args=[_str(arg) for arg in plan.args])
+            reply = await apart(self._scripts[plan.name](
+                keys=plan.keys, args=[_str(arg) for arg in plan.args]))
         except ResponseError as error:
             raise script_refusal(plan.name, error, where(self.client)) from None
         except (RedisConnectionError, RedisTimeoutError, OSError) as error:
@@ -144,6 +144,33 @@ class AsyncScripts:
 #: what redis-py raises from a subscription that broke, or that a cancel left half made
 #: (its connection unset: RuntimeError, or AttributeError within redis-py)
 BROKEN = (RedisError, RuntimeError, AttributeError)
+
+
+async def apart(call: Awaitable[T]) -> T:
+    """Await a redis-py call run as a task of its own: a cancel of the caller is raised
+    at once, never lost (redis-py's asyncio client was seen to swallow a cancel that came
+    during a script call), and the call itself ends on its own (a step is whole or not
+    made at all)."""
+    running = asyncio.ensure_future(call)
+    running.add_done_callback(_retrieved)
+    await asyncio.wait({running})
+    return running.result()
+
+
+def _retrieved(task: asyncio.Future[Any]) -> None:
+    """Read the outcome of a call its caller left (canceled): never 'never retrieved'."""
+    if not task.cancelled():
+        task.exception()
+
+
+async def wait_set(event: asyncio.Event, timeout: float | None) -> None:
+    """Wait until `event` is set or `timeout` seconds passed. Unlike `asyncio.wait_for`
+    before Python 3.12, a cancel that comes as the event is set is never lost."""
+    waiting = asyncio.ensure_future(event.wait())
+    try:
+        await asyncio.wait({waiting}, timeout=timeout)
+    finally:
+        waiting.cancel()
 
 
 class Outcomes:
@@ -193,8 +220,7 @@ class Outcomes:
                 left = deadline - asyncio.get_running_loop().time()
                 if left <= 0:
                     break
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self.changed.wait(), timeout=left)
+                await wait_set(self.changed, left)
         except BaseException:  # canceled: its event goes, nothing else was touched
             await self.forget(channel, told)
             raise
@@ -397,8 +423,7 @@ class Queue:
                 if watched is not None:
                     return outcome(task_id, watched)
                 left = time_left(deadline, task_id, timeout)
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(told.wait(), timeout=left)
+                await wait_set(told, left)
         finally:
             await outcomes.forget(channel, told)
 
@@ -420,8 +445,9 @@ class Queue:
         refuse_too_large(big, bulk_limit(reply), where(self.client), "task parameters")
 
     async def _call(self, pending: Any) -> Any:
-        """Await a command; a server out of reach is `RedisUnavailable`, naming it."""
+        """Await a command (`apart`); a server out of reach is `RedisUnavailable`, naming
+        it."""
         try:
-            return await pending
+            return await apart(pending)
         except (RedisConnectionError, RedisTimeoutError, OSError) as error:
             raise unreachable(where(self.client), error) from error
