@@ -385,7 +385,8 @@ class Queue:
         """Cancel a task of this queue as `Job.cancel` does: a waiting one at once, a
         running one asked to stop (its worker stops it within a beat). True when canceled
         or asked; False when it had finished already. `TaskNotFound` when there is no
-        such task in this queue, `InvalidTransition` for a buried one."""
+        such task in this queue, `InvalidTransition` for a buried one. The tasks waiting
+        for it are told by a worker of its queue (within half a second), not here."""
         plan = self.scripts.plans.cancel(self.name, check_task_id(task_id), time.time(),
                                          self.job_model.retention)
         outcome = await self.scripts.execute(plan)

@@ -45,8 +45,10 @@ FINISHED_VALUES = frozenset(status.value for status in FINISHED)
 #: most ended tasks one follow-up round reads, and most items one script call takes
 FOLLOW_CHUNK = 100
 STEP_CHUNK = 1000
-#: a waiting task is checked by `repair` once it waited this long (seconds)
+#: a waiting task is checked by `repair` once it waited this long (seconds), and most
+#: waiting tasks one call checks
 REPAIR_AFTER = 60.0
+REPAIR_CHUNK = 1000
 
 #: (waiting task's queue, its id, the ids of the tasks it waits for)
 Waiting = tuple[str, str, Sequence[str]]
@@ -166,37 +168,57 @@ def follow_up(scripts: Scripts, queues: Iterable[str],
 def _follow_queue(scripts: Scripts, queue: str, retention: Retention,
                   ) -> tuple[int, list[str]]:
     """Follow up to `FOLLOW_CHUNK` ended tasks of `queue` (the oldest first); how many, and
-    the queues to follow next (those where a child ended, this one if more are listed)."""
+    the queues to follow next (those where a child ended, this one if more are listed).
+    Each entry is taken off the list once followed, even when a step on a child's queue
+    or its workflow was refused (logged): `repair` finds such a child later, and one bad
+    key never holds up the others."""
     client: Any = scripts.client  # (decoding: replies are str)
-    ended = scripts.keys.ended(queue)
+    keys = scripts.keys
+    ended = keys.ended(queue)
     try:
         with reaching(client):
-            ids = client.lrange(ended, -FOLLOW_CHUNK, -1)
-            due, workflows = _followers(scripts, queue, ids) if ids else ({}, {})
-        next_queues = release(scripts, due, retention) if due else []
+            entries = client.lrange(ended, -FOLLOW_CHUNK, -1)
+            due, workflows, gone = _followers(scripts, queue, entries) if entries else (
+                {}, {}, [])
     except (LimpydBluequeError, RedisError) as error:
         logger.error("[%s] the tasks waiting for its finished tasks were not told: %s",
                      queue, error)
         return 0, []
-    if not ids:
+    if not entries:
         return 0, []
+    next_queues = []
+    for child_queue, items in due.items():
+        try:
+            next_queues += release(scripts, {child_queue: items}, retention)
+        except (LimpydBluequeError, RedisError) as error:
+            logger.error("[%s] tasks waiting for tasks of %s not told (checked again "
+                         "later): %s", child_queue, queue, error)
     for workflow, nodes in workflows.items():
-        node_finished(scripts, workflow, nodes, retention)
+        try:
+            node_finished(scripts, workflow, nodes, retention)
+        except (LimpydBluequeError, RedisError) as error:
+            logger.error("[%s] workflow %s not told of its finished nodes: %s", queue,
+                         workflow, error)
     with reaching(client), client.pipeline(transaction=False) as pipe:
-        for task_id in ids:
-            pipe.lrem(ended, -1, task_id)
+        for task_id in gone:  # deleted before they finished: their children told now
+            pipe.delete(keys.children(queue, task_id))
+        for entry in entries:
+            pipe.lrem(ended, -1, entry)
         pipe.execute(raise_on_error=False)
-    if len(ids) == FOLLOW_CHUNK and queue not in next_queues:
+    if len(entries) == FOLLOW_CHUNK and queue not in next_queues:
         next_queues.append(queue)
-    return len(ids), next_queues
+    return len(entries), list(dict.fromkeys(next_queues))
 
 
-def _followers(scripts: Scripts, queue: str, ids: Sequence[str],
-               ) -> tuple[Releases, dict[str, list[str]]]:
-    """The releases due for the children of the ended tasks `ids` of `queue`, and the
-    nodes among them of each workflow. A task gone counts as finished ('gone')."""
+def _followers(scripts: Scripts, queue: str, entries: Sequence[str],
+               ) -> tuple[Releases, dict[str, list[str]], list[str]]:
+    """The releases due for the children of the ended tasks of `queue` (`entries`: `<id>`,
+    or `<id> <workflow>` for a node deleted before it finished), the nodes among them of
+    each workflow, and the ids of the tasks gone (deleted before they finished: counted
+    as canceled)."""
     client: Any = scripts.client
     keys = scripts.keys
+    ids = [entry.partition(" ")[0] for entry in entries]
     with client.pipeline(transaction=False) as pipe:
         for task_id in ids:
             pipe.hmget(keys.task(task_id), "status", "workflow")
@@ -204,17 +226,22 @@ def _followers(scripts: Scripts, queue: str, ids: Sequence[str],
         replies = pipe.execute(raise_on_error=False)
     due: Releases = {}
     workflows: dict[str, list[str]] = {}
-    for index, task_id in enumerate(ids):
+    gone = []
+    for index, (entry, task_id) in enumerate(zip(entries, ids)):
         fields, children = replies[2 * index], replies[2 * index + 1]
         status, workflow = fields if isinstance(fields, list) else (None, None)
-        status = status if status in FINISHED_VALUES else "gone"
+        if status is None:  # no hash (or not a hash)
+            status, workflow = "gone", entry.partition(" ")[2]
+            gone.append(task_id)
+        elif status not in FINISHED_VALUES:
+            continue  # put back in line since it ended: its next end is followed
         if isinstance(workflow, str) and workflow:
             workflows.setdefault(workflow, []).append(task_id)
         for member in children if isinstance(children, set) else ():
             child_queue, _, child = member.partition(" ")
             if QUEUE_NAME_RE.match(child_queue) and child:
                 due.setdefault(child_queue, []).append((child, task_id, status))
-    return due, workflows
+    return due, workflows, gone
 
 
 def node_finished(scripts: Scripts, workflow: str, nodes: Sequence[str],
@@ -230,13 +257,36 @@ def node_finished(scripts: Scripts, workflow: str, nodes: Sequence[str],
             pipe.scard(keys.workflow_finished(workflow))
             pipe.scard(keys.workflow_nodes(workflow))
             pipe.hget(keys.workflow(workflow), "state")
-            _, finished, total, state = pipe.execute()
-        if state != "submitted" or finished < total:
+            _, finished, total, state = pipe.execute(raise_on_error=False)
+        if (state not in ("submitted", "canceled") or not isinstance(finished, int)
+                or not isinstance(total, int) or finished < total):
             return False
-        if not client.hsetnx(keys.workflow(workflow), "done_at", repr(time.time())):
+        if client.hexists(keys.workflow(workflow), "done_at"):
             return False  # another follower made it done
+    # its nodes' retention first, then `done_at`: a follower dying in between leaves the
+    # next one to file them again (the same entries)
     retain_nodes(scripts, workflow, retention)
-    return True
+    with reaching(client):
+        return bool(client.hsetnx(keys.workflow(workflow), "done_at", repr(time.time())))
+
+
+def reopen(scripts: Scripts, task_id: str) -> None:
+    """A finished task put back in line by hand: if it is a node of a workflow, that
+    workflow is not done any more (nor kept only until its retention) until it finishes
+    again."""
+    client: Any = scripts.client
+    keys = scripts.keys
+    with reaching(client):
+        workflow = client.hget(keys.task(task_id), "workflow")
+        if not isinstance(workflow, str) or not workflow:
+            return
+        with client.pipeline(transaction=False) as pipe:
+            pipe.srem(keys.workflow_finished(workflow), task_id)
+            pipe.hdel(keys.workflow(workflow), "done_at")
+            for key in (keys.workflow(workflow), keys.workflow_nodes(workflow),
+                        keys.workflow_finished(workflow)):
+                pipe.persist(key)
+            pipe.execute(raise_on_error=False)
 
 
 def retain_nodes(scripts: Scripts, workflow: str,
@@ -291,7 +341,7 @@ def _node_ttls(scripts: Scripts, ids: Sequence[str],
 
 
 # -- repairing ---------------------------------------------------------------------------------
-def repair(scripts: Scripts, queue: str, cursor: int = 0, count: int = FOLLOW_CHUNK,
+def repair(scripts: Scripts, queue: str, cursor: int = 0, count: int = REPAIR_CHUNK,
            retention: Retention = DEFAULT_RETENTION) -> int:
     """Check `count` tasks of `queue` waiting for longer than `REPAIR_AFTER`, from
     position `cursor` of its waiting set: a parent that finished without telling it (its

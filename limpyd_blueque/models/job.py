@@ -3,6 +3,7 @@ overrides), and the producer's API of redis-limpyd-jobs (`add_job`)."""
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Iterable
 from datetime import datetime, timedelta
@@ -159,6 +160,9 @@ class Job(Task):
             return None
         workflow = Workflow.load(workflow_id)
         workflow.inside = self.task_id
+        # the ranks of the nodes it adds, counted over this run: the same ids at each run
+        ranks = self.__dict__.setdefault("_workflow_ranks", itertools.count(1))
+        workflow.ranks = ranks
         return workflow
 
     def cancel(self) -> bool:
@@ -189,13 +193,17 @@ class Job(Task):
     def delete(self, *, finished_only: bool = False) -> None:
         """Delete the task, with its entries, in one step: a finished task (Blueque's
         "Delete Finished Task"), and also a buried or waiting one unless `finished_only`.
-        A running task raises `InvalidTransition` (`cancel` it first)."""
+        A running task raises `InvalidTransition` (`cancel` it first). The tasks waiting
+        for a task deleted before it finished count it as canceled (their
+        `on_parent_failure` applies)."""
         queue = self._queue_name()
         outcome = self.scripts().delete(queue, self.task_id, finished_only=finished_only)
         if not outcome.done:
             self._refuse(outcome, "deleted",
                          "only a complete, failed, canceled or expired task can be deleted"
                          if finished_only else "a running task cannot be deleted")
+        if outcome.followed:  # deleted before it finished: the tasks waiting for it are told
+            self.follow_up(queue)
 
     # -- what a running task says about itself, and what is asked of it --------------------
     def reporter(self) -> ProgressReporter:

@@ -156,6 +156,12 @@ class Queue(BluequeModel):
           groups of a queue take turns, and follow their limits (see `set_limit` and
           docs/limits.rst); workers of blueque 1.0.1 never take such a task;
         * `model`: the `Job` subclass (or its name) that runs it;
+        * `after`: tasks (`Job`s or ids, in any queue) it waits for: it has the status
+          `waiting`, in no line, until every one of them finished, then joins its line
+          with its other options; `on_parent_failure` says what it does when one of them
+          fails for good, is canceled or expires: `"cancel"` (the default), `"fail"` or
+          `"run"` (see docs/workflows.rst); a task of `after` that does not exist is
+          refused; takes no `identifier`;
         * any other keyword: a field of the job model (`ttr`, `max_attempts`,
           `max_run_time`, `cancel_on_error`, or a subclass's own).
         """

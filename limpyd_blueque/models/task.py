@@ -364,6 +364,8 @@ class Task(BluequeModel):
                                        priority=priority)
         if outcome.missing:
             raise TaskNotFound(self.task_id)
+        if outcome.done:
+            dependencies.reopen(self.scripts(), self.task_id)
         return outcome.done
 
     # -- what a holder may do with the task it runs (Tarantool's operations) ------------------

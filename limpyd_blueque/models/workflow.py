@@ -22,14 +22,17 @@ same nodes, which exist already: nothing is added twice.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from redis.exceptions import RedisError
+
 from ..connection.errors import reaching
-from ..exceptions import ConfigurationError, WorkflowNotFound
+from ..exceptions import ConfigurationError, LimpydBluequeError, WorkflowNotFound
 from ..protocol.keys import check_queue_name
 from ..protocol.options import DEFAULT_RETENTION, TaskOptions, check_after
 from ..protocol.statuses import FINISHED, UNFINISHED, Status
@@ -40,7 +43,9 @@ from .task import Task
 
 #: seconds between two reads of a workflow's state while `wait` waits, at most
 WAIT_POLL = 0.5
-STATES = ("submitting", "submitted")
+STATES = ("submitting", "submitted", "canceled")
+#: the states of a workflow that is done once every node finished
+DONE_STATES = ("submitted", "canceled")
 
 
 @dataclass(frozen=True)
@@ -61,8 +66,8 @@ class _Pending:
 
 class WorkflowStatus(dict[str, Any]):
     """A workflow's nodes counted per status (every status, 0 included), with `total`
-    and `done` (True once no node can still run: every node finished). Read as a
-    mapping, or `status.done`."""
+    and `done` (True once no node can still run: every node finished, a node deleted
+    counting as none). Read as a mapping, or `status.done`."""
 
     @property
     def done(self) -> bool:
@@ -83,8 +88,10 @@ class Workflow:
         self.name = name
         self.created: float | None = None
         self.state: str | None = None
-        #: the running node that grows this workflow (see `Job.workflow`), if any
+        #: the running node that grows this workflow (see `Job.workflow`), if any, and the
+        #: ranks of the nodes it adds (shared by the workflows of one run of that node)
         self.inside: str | None = None
+        self.ranks: Iterator[int] = itertools.count(1)
         self._added: list[_Pending] = []
         self._ids: set[str] = set()  # of the nodes added
 
@@ -100,10 +107,9 @@ class Workflow:
         `task_id` the task will have."""
         queue = check_queue_name(queue_name)
         keys = self.model.keys()
-        if self.inside is not None:  # the same id at each run of the growing node
-            task_id = f"{self.inside}.{len(self._added) + 1}"
-        else:
-            task_id = new_task_id()
+        # grown from a running node: the same ids at each of its runs
+        task_id = (new_task_id() if self.inside is None
+                   else f"{self.inside}.{next(self.ranks)}")
         common = dict(options)
         if after:
             common["after"] = list(check_after(list(after)) or ())
@@ -138,16 +144,20 @@ class Workflow:
         queues.update(dependencies.parent_queues(scripts, outside) if outside else {})
         growing = ([] if self.inside is None else
                    dependencies.children_of(scripts, self._queue_of(self.inside), self.inside))
-        self._open(ids)
-        self._write(self._unwritten(added))
-        due = self._link(added, growing, queues)
+        self._open()
+        fresh = self._unwritten(added)
+        self._write(fresh)
+        self._record(ids)
+        try:
+            due = self._link(added, growing, queues)
+        except (LimpydBluequeError, RedisError):
+            self._undo(fresh)
+            raise
         for pending in added:  # the nodes that wait for nothing are released now
             due.setdefault(pending.node.queue, []).append((pending.node.task_id, "", ""))
-        client: Any = scripts.client
-        with reaching(client):
-            client.hset(self.model.keys().workflow(self.workflow_id), mapping={
-                "state": "submitted", "submitted_at": repr(time.time())})
-        self.state = "submitted"
+        if not self._commit():  # canceled meanwhile (a node grew it while it was canceled)
+            self.cancel()
+            return self.workflow_id
         ended = dependencies.release(scripts, due)
         if ended:
             dependencies.follow_up(scripts, ended)
@@ -167,18 +177,39 @@ class Workflow:
             there = pipe.execute()
         return [pending for pending, found in zip(added, there) if not found]
 
-    def _open(self, ids: Sequence[str]) -> None:
-        """The workflow's hash (when new: `submitting`) and its nodes' set."""
-        keys = self.model.keys()
+    def _open(self) -> None:
+        """The workflow's hash, when new: `submitting`."""
+        if self.state is not None:
+            return
+        client: Any = self.model.client()
+        with reaching(client):
+            client.hset(self.model.keys().workflow(self.workflow_id), mapping={
+                "name": self.name or "", "created": repr(time.time()), "state": "submitting"})
+
+    def _record(self, ids: Sequence[str]) -> None:
+        """The nodes `ids`, written, in the workflow's set of nodes (only once written: a
+        node that is no task never holds its workflow back)."""
         client: Any = self.model.client()
         with reaching(client), client.pipeline(transaction=False) as pipe:
-            if self.state is None:
-                pipe.hset(keys.workflow(self.workflow_id), mapping={
-                    "name": self.name or "", "created": repr(time.time()),
-                    "state": "submitting"})
             for part in dependencies.chunks_of(ids):
-                pipe.sadd(keys.workflow_nodes(self.workflow_id), *part)
+                pipe.sadd(self.model.keys().workflow_nodes(self.workflow_id), *part)
             pipe.execute()
+
+    def _commit(self) -> bool:
+        """Mark the workflow `submitted` (its nodes may run), unless it was canceled: then
+        False."""
+        client: Any = self.model.client()
+        key = self.model.keys().workflow(self.workflow_id)
+        with reaching(client):
+            state = client.hget(key, "state")
+            if state == "canceled":
+                self.state = state
+                return False
+            if state != "submitted":
+                client.hset(key, mapping={"state": "submitted",
+                                          "submitted_at": repr(time.time())})
+        self.state = "submitted"
+        return True
 
     def _write(self, nodes: Sequence[_Pending]) -> None:
         """Write `nodes` as waiting tasks, one enqueue step per queue and 1,000 nodes, in
@@ -263,6 +294,7 @@ class Workflow:
             workflow.created = None
         workflow.state = found["state"]
         workflow.inside = None
+        workflow.ranks = itertools.count(1)
         workflow._added = []
         workflow._ids = set()
         return workflow
@@ -301,11 +333,15 @@ class Workflow:
 
     def status(self) -> WorkflowStatus:
         """Its nodes counted per status, with `total` and `done` (see `WorkflowStatus`)."""
-        counts = Counter(fields[0] for fields in self._fields("status").values())
+        counts = Counter(fields[0] for fields in self._fields("status").values()
+                         if isinstance(fields[0], str))  # (a node deleted is none)
         status = WorkflowStatus({state.value: counts.get(state.value, 0) for state in Status})
         status["total"] = sum(counts.values())
         finished = sum(counts.get(state.value, 0) for state in FINISHED)
-        status["done"] = self.state == "submitted" and finished == status["total"]
+        client: Any = self.model.client()
+        with reaching(client):
+            self.state = client.hget(self.model.keys().workflow(self.workflow_id), "state")
+        status["done"] = self.state in DONE_STATES and finished == status["total"]
         return status
 
     def results(self) -> dict[str, str]:
@@ -316,21 +352,40 @@ class Workflow:
 
     def cancel(self) -> int:
         """Cancel every node that can still run: waiting, pending and scheduled ones at
-        once, running ones asked to stop (as `Job.cancel`). How many were canceled or
-        asked."""
+        once, running ones asked to stop (as `Job.cancel`). The workflow is marked
+        `canceled` first: a running node that grows it from then on cancels the nodes it
+        adds. How many nodes were canceled or asked."""
+        client: Any = self.model.client()
+        with reaching(client):
+            client.hset(self.model.keys().workflow(self.workflow_id), "state", "canceled")
+        self.state = "canceled"
+        total, asked = 0, set[str]()
+        while True:  # again while a node added meanwhile is found
+            count, newly = self._cancel_unfinished(asked)
+            total += count
+            if not newly:
+                return total
+            asked |= newly
+
+    def _cancel_unfinished(self, asked: set[str]) -> tuple[int, set[str]]:
+        """Cancel the nodes that can still run, but those in `asked` (asked to stop
+        already): how many were canceled or asked, and their ids."""
         scripts = self.model.scripts()
         unfinished = {state.value for state in UNFINISHED}
         plans = []
         for task_id, (status, queue) in self._fields("status", "queue").items():
-            if status in unfinished and isinstance(queue, str):
-                plans.append((queue, scripts.plans.cancel(queue, task_id, time.time(),
-                                                           DEFAULT_RETENTION)))
-        # waiting nodes first would be released by a parent's cancel: all in one pipeline
-        outcomes = scripts.run_all([plan for _, plan in plans])
-        followed = [queue for (queue, _), outcome in zip(plans, outcomes) if outcome.followed]
+            if status in unfinished and isinstance(queue, str) and task_id not in asked:
+                plans.append((queue, task_id, scripts.plans.cancel(
+                    queue, task_id, time.time(), DEFAULT_RETENTION)))
+        # all in one round trip: no waiting node is released by a parent canceled first
+        outcomes = scripts.run_all([plan for _, _, plan in plans])
+        followed = [queue for (queue, _, _), outcome in zip(plans, outcomes)
+                    if outcome.followed]
         if followed:
             dependencies.follow_up(scripts, followed)
-        return sum(1 for outcome in outcomes if outcome.done or outcome.status == "requested")
+        done = {task_id for (_, task_id, _), outcome in zip(plans, outcomes)
+                if outcome.done or outcome.status == "requested"}
+        return len(done), done
 
     def wait(self, timeout: float | None = None) -> dict[str, str]:
         """Block until the workflow is done; its `results()` then. `TimeoutError` after

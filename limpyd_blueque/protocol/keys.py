@@ -406,12 +406,13 @@ class KeySpace:
 
     def dependency_layout(self, queue: str) -> str:
         """The keys and key prefixes of a queue's dependencies as the scripts read them:
-        one argument, a JSON array (waiting set, after-set prefix, ended list). Made once
-        per queue."""
+        one argument, a JSON array (waiting set, after-set prefix, ended list, children-set
+        prefix). Made once per queue."""
         layout = self._dependency_layouts.get(queue)
         if layout is None:
             layout = json.dumps([self.waiting(queue), self.after_sets(queue),
-                                 self.ended(queue)], separators=(",", ":"))
+                                 self.ended(queue), self.children_sets(queue)],
+                                separators=(",", ":"))
             self._dependency_layouts[queue] = layout
         return layout
 
@@ -420,9 +421,9 @@ class KeySpace:
         return self._own("workflow", tag, *parts)
 
     def workflow(self, workflow_id: str) -> str:
-        """Hash of a workflow: `name`, `created`, `state` (`submitting`, `submitted`),
-        `done_at` once none of its nodes can run any more (in the cluster key mode, in
-        the slot of the workflow's own hash tag)."""
+        """Hash of a workflow: `name`, `created`, `state` (`submitting`, `submitted`,
+        `canceled`), `done_at` once none of its nodes can run any more (in the cluster key
+        mode, in the slot of the workflow's own hash tag)."""
         return self._workflow(workflow_id)
 
     def workflow_nodes(self, workflow_id: str) -> str:

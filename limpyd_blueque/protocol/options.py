@@ -309,10 +309,7 @@ def task_options(job_model: JobModelLike, now: float, *, priority: object = 0,
             raise ConfigurationError(f"on_parent_failure must be one of "
                                      f"{', '.join(map(repr, PARENT_FAILURE_POLICIES))}, not "
                                      f"{shown(on_parent_failure)}")
-        if parents is None:
-            raise ConfigurationError("on_parent_failure applies to a task enqueued with "
-                                     "after=[...] only")
-        if on_parent_failure != "cancel":
+        if on_parent_failure != "cancel":  # (a task that waits for none never needs it)
             values["on_parent_failure"] = str(on_parent_failure)
     checked_identifier = check_identifier(identifier)
     if parents is not None and checked_identifier is not None:

@@ -996,7 +996,8 @@ class Scripts(ScriptRunner):
                 k.expired(queue), k.buried(queue), k.pending(queue), k.prioritized(queue),
                 k.scheduled(queue), k.identifiers(queue), k.expiry(queue), k.statistics(queue),
                 k.utubes(queue), k.utube_waiting(queue), k.retention(queue),
-                k.waiting(queue), k.after(queue, task_id), k.children(queue, task_id)]
+                k.waiting(queue), k.after(queue, task_id), k.children(queue, task_id),
+                k.ended(queue)]
         reply = self._run("delete", keys,
                           [task_id, queue, "finished" if finished_only else "any",
                            k.utube_lists(queue), k.task_prefix, k.wake_channel(queue),
@@ -1084,11 +1085,12 @@ class Scripts(ScriptRunner):
                 k.expired(queue), k.buried(queue), k.queue_settings(queue), k.queues,
                 k.periodic(queue), k.periodic_due(queue), k.utubes(queue),
                 k.utube_waiting(queue), k.retention(queue), k.stalled(queue),
-                k.canceling(queue), k.paused(queue)]
+                k.canceling(queue), k.paused(queue), k.waiting(queue)]
         try:
             deleted, done = self._run("empty", keys, [mode, k.task_prefix, queue, limit,
                                                       k.utube_lists(queue),
-                                                      k.group_layout(queue)])
+                                                      k.group_layout(queue),
+                                                      k.dependency_layout(queue)])
         except ResponseError as error:
             if "QUEUEBUSY" not in str(error):
                 raise

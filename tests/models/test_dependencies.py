@@ -125,8 +125,6 @@ def test_a_parent_finished_already_counts_and_a_missing_one_is_refused(conn):
         queue.enqueue("x", after=[parent, "nope"])
     with pytest.raises(ConfigurationError, match="on_parent_failure"):
         queue.enqueue("x", after=[parent], on_parent_failure="ignore")
-    with pytest.raises(ConfigurationError, match=r"after=\[...\] only"):
-        queue.enqueue("x", on_parent_failure="run")
     with pytest.raises(ConfigurationError, match="identifier"):
         queue.enqueue("x", after=[parent], identifier="same")
     assert conn.dbsize() == before
@@ -225,3 +223,56 @@ def test_deleting_a_task_deletes_its_dependency_keys(conn):
     run("del")
     Job.load(parent.task_id).delete()
     assert not conn.exists(K.children("del", parent.task_id), K.task(parent.task_id))
+
+
+def test_truncate_and_drop_take_waiting_tasks_and_tell_their_followers(conn):
+    upstream, downstream = Queue.named("trunc"), Queue.named("trunc-down")
+    parent = upstream.enqueue("p", delay=3600)
+    child = downstream.enqueue("c", after=[parent])
+    grandchild = downstream.enqueue("g", after=[child], on_parent_failure="fail")
+    assert upstream.truncate() == 1
+    dependencies.follow_up(Job.scripts(), ["trunc"])
+    assert child.status.hget() == "canceled" and grandchild.status.hget() == "failed"
+    assert not conn.exists(K.children("trunc", parent.task_id))
+    waiting = Queue.named("dropped")
+    root = Queue.named("other").enqueue("r")
+    orphan = waiting.enqueue("o", after=[root])
+    assert waiting.drop() == 1
+    assert not conn.exists(K.task(orphan.task_id), K.waiting("dropped"),
+                           K.after("dropped", orphan.task_id))
+
+
+def test_a_deferred_ttl_that_is_no_number_is_unset(conn):
+    queue = Queue.named("nan")
+    parent = queue.enqueue("p")
+    child = queue.enqueue("c", after=[parent], ttl=60)
+    conn.hset(K.task(child.task_id), "deferred", '{"a":[],"t":"nan","e":"inf"}')
+    run("nan")
+    assert child.status.hget() == "pending" and child.raw_field("expires_at") is None
+
+
+def test_a_follow_field_naming_another_key_is_never_written_to(conn):
+    queue = Queue.named("hostile-follow")
+    parent = queue.enqueue("p")
+    queue.enqueue("c", after=[parent])
+    conn.hset(K.task(parent.task_id), "follow", K.pending("elsewhere"))
+    run("hostile-follow")
+    assert not conn.exists(K.pending("elsewhere"))
+
+
+def test_waiting_for_a_task_its_parent_failed_answers_at_once(conn):
+    from limpyd_blueque import TaskFailed
+
+    queue = Queue.named("quick-fail")
+    parent = queue.enqueue("p")
+    child = queue.enqueue("c", after=[parent], on_parent_failure="fail")
+    run("quick-fail", "boom", fail=True)
+    began = time.monotonic()
+    with pytest.raises(TaskFailed, match=parent.task_id):
+        child.wait(timeout=10)
+    assert time.monotonic() - began < 1.0  # no Error record to wait for: it never ran
+
+
+def test_on_parent_failure_is_taken_without_after(conn):
+    job = Queue.named("noafter").enqueue("x", on_parent_failure="run", after=[])
+    assert job.status.hget() == "pending"

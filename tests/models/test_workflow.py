@@ -30,6 +30,21 @@ def statuses(*nodes):
     return [Job.load(node.task_id).status.hget() for node in nodes]
 
 
+def split_and_merge(queue_name):
+    """A submitted workflow `split` then `merge`, and the job of `split`, taken."""
+    wf = Workflow()
+    split = wf.add(queue_name, "split")
+    merge = wf.add(queue_name, "merge", after=[split])
+    wf.submit()
+    job = take(queue_name)
+    assert job.task_id == split.task_id
+    return wf, split, merge, job
+
+
+def died(*args, **kwargs):
+    raise SystemExit("killed")
+
+
 def test_a_diamond_runs_in_order_and_reports_its_status_and_results(conn):
     wf = Workflow("diamond")
     top = wf.add("wf-a", "top")
@@ -174,17 +189,9 @@ def test_ten_thousand_nodes_are_submitted_in_a_few_round_trips(conn, count_comma
 
 def test_a_growing_node_that_died_half_way_through_its_submit_links_its_nodes_when_run_again(
         conn, monkeypatch):
-    wf = Workflow()
-    split = wf.add("half-grow", "split")
-    merge = wf.add("half-grow", "merge", after=[split])
-    wf.submit()
-    job = take("half-grow")
+    _, split, merge, job = split_and_merge("half-grow")
     inside = job.workflow()
     parts = [inside.add("half-parts", f"part {i}") for i in range(2)]
-
-    def died(*args, **kwargs):
-        raise SystemExit("killed")
-
     monkeypatch.setattr(Workflow, "_link", died)
     with pytest.raises(SystemExit):
         inside.submit()  # its nodes written, never linked nor released
@@ -206,10 +213,112 @@ def test_the_repair_never_releases_the_nodes_of_a_workflow_never_submitted(conn,
 
     wf = Workflow()
     root = wf.add("unsent", "1")
-    monkeypatch.setattr(Workflow, "_link", lambda *args: (_ for _ in ()).throw(
-        SystemExit("killed")))
+    monkeypatch.setattr(Workflow, "_link", died)
     with pytest.raises(SystemExit):
         wf.submit()  # its producer died before the workflow was submitted
     monkeypatch.setattr(dependencies, "REPAIR_AFTER", 0.0)
     dependencies.repair(Job.scripts(), "unsent")
     assert statuses(root) == ["waiting"]
+
+
+def test_a_node_grows_its_workflow_several_times_in_one_run(conn):
+    _, split, merge, job = split_and_merge("twice")
+    first = job.workflow()
+    a = first.add("twice-parts", "a")
+    first.submit()
+    second = job.workflow()  # another handle, in the same run: the ranks go on
+    b = second.add("twice-parts", "b")
+    c = second.add("twice-parts", "c")
+    second.submit()
+    assert len({a.task_id, b.task_id, c.task_id}) == 3
+    assert statuses(a, b, c) == ["pending"] * 3
+    assert conn.smembers(K.after("twice", merge.task_id)) == {
+        split.task_id, a.task_id, b.task_id, c.task_id}
+
+
+def test_a_node_growing_a_canceled_workflow_cancels_what_it_adds(conn):
+    wf = Workflow()
+    wf.add("cg", "grower")
+    wf.submit()
+    job = take("cg")
+    assert wf.cancel() == 1  # asked to stop: it learns it at its next beat
+    inside = job.workflow()
+    late = inside.add("cg-parts", "late")
+    inside.submit()
+    assert statuses(late) == ["canceled"]
+    assert conn.llen(K.pending("cg-parts")) == 0
+
+
+def test_nodes_written_by_a_growing_run_that_died_before_recording_them_never_hold_it(
+        conn, monkeypatch):
+    wf = Workflow()
+    grower = wf.add("ghost", "g", max_attempts=1)
+    wf.submit()
+    job = take("ghost")
+    inside = job.workflow()
+    inside.add("ghost-parts", "p")
+    monkeypatch.setattr(Workflow, "_record", died)
+    with pytest.raises(SystemExit):
+        inside.submit()
+    monkeypatch.undo()
+    assert job.fail("gave up", listener_id=LISTENER)  # it never runs again
+    status = Workflow.load(wf.workflow_id).status()
+    assert status.done and status["total"] == 1 and status["failed"] == 1
+    assert statuses(grower) == ["failed"]
+
+
+def test_a_follower_dying_before_the_retention_of_a_done_workflow_leaves_it_to_the_next(
+        conn, monkeypatch):
+    from limpyd_blueque.models import dependencies
+
+    wf = Workflow()
+    only = wf.add("late-keep", "1")
+    wf.submit()
+    job = take("late-keep")
+    monkeypatch.setattr(dependencies, "retain_nodes", died)
+    with pytest.raises(SystemExit):
+        job.complete("x", listener_id=LISTENER)  # its step done, its follow-up cut short
+    monkeypatch.undo()
+    assert not conn.hexists(K.workflow(wf.workflow_id), "done_at")
+    dependencies.follow_up(Job.scripts(), ["late-keep"])  # a worker's, half a second later
+    assert conn.hexists(K.workflow(wf.workflow_id), "done_at")
+    assert conn.zscore(K.retention("late-keep"), only.task_id) is not None
+
+
+def test_a_node_put_back_in_line_after_its_end_reopens_its_workflow(conn):
+    wf = Workflow()
+    first = wf.add("again", "1")
+    wf.submit()
+    finish("again", "broken", fail=True)
+    assert wf.status().done
+    assert Job.load(first.task_id).requeue()
+    assert not wf.status().done and not conn.hexists(K.workflow(wf.workflow_id), "done_at")
+    assert conn.zscore(K.retention("again"), first.task_id) is None
+    finish("again", "fixed")
+    assert wf.status().done and wf.results() == {first.task_id: "fixed"}
+    assert conn.zscore(K.retention("again"), first.task_id) is not None
+
+
+def test_a_node_deleted_before_it_ran_counts_as_canceled(conn):
+    wf = Workflow()
+    first = wf.add("gone", "1")
+    second = wf.add("gone", "2", after=[first])
+    third = wf.add("gone", "3", after=[first], on_parent_failure="run")
+    wf.submit()
+    Job.load(first.task_id).delete()
+    assert statuses(second, third) == ["canceled", "pending"]
+    assert not conn.exists(K.children("gone", first.task_id))
+    finish("gone")
+    status = wf.status()
+    assert status.done and status["total"] == 2  # the deleted node is no task any more
+
+
+def test_a_status_loaded_while_submitting_becomes_done(conn):
+    wf = Workflow()
+    only = wf.add("loaded", "1")
+    wf.submit()
+    conn.hset(K.workflow(wf.workflow_id), "state", "submitting")
+    loaded = Workflow.load(wf.workflow_id)
+    conn.hset(K.workflow(wf.workflow_id), "state", "submitted")
+    finish("loaded")
+    assert loaded.status().done and loaded.wait(timeout=1) == {only.task_id: "ok"}

@@ -111,3 +111,10 @@ def test_every_status_is_filed_in_the_structures_of_the_table():
     assert reverse["blueque_started_tasks_q"] == (Status.STARTED,)
     assert reverse["blueque_pending_tasks_q"] == (Status.PENDING,)
     assert reverse["blueque:prioritized:q"] == (Status.PENDING,)
+
+
+@pytest.mark.parametrize("cluster", [False, True])
+def test_a_queues_ended_list_is_its_retention_key_with_ended_for_retention(cluster):
+    """The finishing steps check a task's `follow` field against this (_finished.lua)."""
+    k = KeySpace("acme", cluster)
+    assert k.ended("q") == k.retention("q").replace(":retention:", ":ended:", 1)

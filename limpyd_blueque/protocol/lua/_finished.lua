@@ -17,6 +17,14 @@ local function retention_ttl(task, settings, name, default, own, queue_ttl)
     return -1
 end
 
+-- the ended list of the queue whose retention set is `retention`: the same key with
+-- `ended` for `retention` (keys.KeySpace.ended; a task's `follow` field must name it, so
+-- that a field another client wrote never makes a step write elsewhere)
+local function ended_of(retention)
+    local key = string.gsub(retention, ':retention:', ':ended:', 1)
+    return key
+end
+
 -- retain(r, task, id, status, now): give a finished task its deletion time in the
 -- retention set `r.retention` (nothing for a task kept forever), and count it in the
 -- minute's throughput hash `r.throughput` and in the queue's counters `r.stats`
@@ -61,7 +69,7 @@ local function retain(r, task, id, status, now)
     -- watch.lua) is told its status; `r.waited` when the caller read the field already
     -- (false: unset)
     if type(waited) == 'string' then redis.call('PUBLISH', waited, status) end
-    if type(follow) == 'string' then
+    if type(follow) == 'string' and follow == ended_of(r.retention) then
         local pushed = redis.pcall('LPUSH', follow, id)
         return type(pushed) == 'number'
     end

@@ -10,13 +10,16 @@
 -- KEYS[13] <prefix>:utubes:<queue>, KEYS[14] <prefix>:utube_waiting:<queue>,
 -- KEYS[15] <prefix>:retention:<queue>, KEYS[16] <prefix>:waiting:<queue>,
 -- KEYS[17] <prefix>:after:<queue>:<id>, KEYS[18] <prefix>:children:<queue>:<id> (what it
--- waits for, and who waits for it: a waiting task waiting for it is then told of its end
--- by no one, and finds it gone when checked, see models/dependencies.py)
+-- waits for, and who waits for it), KEYS[19] <prefix>:ended:<queue>: a task not finished
+-- that others wait for, or a node of a workflow, is pushed there (`<id>`, or
+-- `<id> <workflow>`), its children set kept: its followers are told it is gone (counted
+-- as canceled, see models/dependencies.py)
 -- ARGV[1] task id, ARGV[2] queue the caller believes the task is in, ARGV[3] 'finished'
 -- (complete, failed, canceled or expired only) or 'any' (all but reserved and started),
 -- ARGV[4] name prefix of the utube lists, ARGV[5] key prefix of task hashes, ARGV[6]
 -- wake-up channel
--- Returns {1} when deleted, {0, status, queue} when refused, {-1} when missing.
+-- Returns {1, '', '', pushed} when deleted (`pushed`: '1' when its followers are to be
+-- told), {0, status, queue} when refused, {-1} when missing.
 local refused = refuse_misfit({{KEYS[1], 'hash'}, {KEYS[2], 'list'}, {KEYS[3], 'list'},
     {KEYS[4], 'list'}, {KEYS[5], 'list'}, {KEYS[6], 'list'}, {KEYS[7], 'list'},
     {KEYS[8], 'zset'}, {KEYS[9], 'zset'}, {KEYS[10], 'hash'}, {KEYS[11], 'zset'},
@@ -45,7 +48,18 @@ end
 redis.call('ZREM', KEYS[11], id)
 redis.call('ZREM', KEYS[15], id)
 if status == 'waiting' then redis.pcall('ZREM', KEYS[16], id) end
-redis.pcall('DEL', KEYS[17], KEYS[18])
+local followed, pushed = redis.call('HMGET', KEYS[1], 'follow', 'workflow'), ''
+
+if followed[1] and not (status == 'complete' or status == 'failed' or status == 'canceled'
+        or status == 'expired') then
+    local entry = id
+    if followed[2] then entry = id .. ' ' .. followed[2] end
+    redis.pcall('LPUSH', KEYS[19], entry)
+    redis.pcall('DEL', KEYS[17])
+    pushed = '1'
+else
+    redis.pcall('DEL', KEYS[17], KEYS[18])
+end
 redis.call('DEL', KEYS[1])
 redis.call('HINCRBY', KEYS[12], 'calls.delete', 1)
-return {1}
+return {1, '', '', pushed}

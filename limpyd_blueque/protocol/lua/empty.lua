@@ -12,11 +12,16 @@
 -- KEYS[17] <prefix>:periodic:<queue>, KEYS[18] <prefix>:periodic_due:<queue>,
 -- KEYS[19] <prefix>:utubes:<queue>, KEYS[20] <prefix>:utube_waiting:<queue>,
 -- KEYS[21] <prefix>:retention:<queue>, KEYS[22] <prefix>:stalled:<queue>,
--- KEYS[23] <prefix>:canceling:<queue>, KEYS[24] <prefix>:paused:<queue>
+-- KEYS[23] <prefix>:canceling:<queue>, KEYS[24] <prefix>:paused:<queue>,
+-- KEYS[25] <prefix>:waiting:<queue>
 -- ARGV[1] 'truncate' or 'drop', ARGV[2] key prefix of task hashes, ARGV[3] queue name,
 -- ARGV[4] most entries to take in this call, ARGV[5] name prefix of the utube lists,
 -- ARGV[6] the keys of the queue's groups (keys.KeySpace.group_layout): their waiting tasks
--- are deleted with the others, then their lines; a drop deletes their limits too
+-- are deleted with the others, then their lines; a drop deletes their limits too;
+-- ARGV[7] the keys of its dependencies (keys.KeySpace.dependency_layout): a task others
+-- wait for, truncated before it finished, is pushed on the queue's ended list for them to
+-- be told (as delete.lua does); a drop deletes every dependency key of the queue, the
+-- tasks waiting for its tasks in other queues finding them gone when checked
 -- A task hash is deleted only if it still belongs to this queue with a status the mode
 -- deletes; other entries are only removed.
 -- Returns {tasks deleted, 1 when nothing is left to do}.
@@ -28,9 +33,13 @@ if refused then return refused end
 local g = groups_of(ARGV[6])
 refused = refuse_misfit({{g.grouped, 'zset'}, {g.groups, 'zset'}, {g.held, 'zset'}})
 if refused then return refused end
+local layout = cjson.decode(ARGV[7])
+local d = {waiting = layout[1], after = layout[2], ended = layout[3], children = layout[4]}
+refused = refuse_misfit({{d.waiting, 'zset'}})
+if refused then return refused end
 local sources = {{KEYS[20], 'zset'}, {KEYS[1], 'list'}, {KEYS[2], 'zset'}, {KEYS[3], 'zset'},
-    {g.grouped, 'zset'}}
-local deletes = {pending = true, scheduled = true}
+    {g.grouped, 'zset'}, {d.waiting, 'zset'}}
+local deletes = {pending = true, scheduled = true, waiting = true}
 if mode == 'drop' then
     refused = refuse_misfit({{KEYS[7], 'set'}, {KEYS[8], 'zset'}, {KEYS[9], 'set'},
         {KEYS[10], 'list'}, {KEYS[11], 'list'}, {KEYS[12], 'list'}, {KEYS[13], 'list'},
@@ -67,6 +76,16 @@ for _, source in ipairs(sources) do
                 redis.call('DEL', ARGV[5] .. name)
             end
             redis.call('ZREM', KEYS[5], id)
+            local followed = redis.call('HMGET', key, 'follow', 'workflow', 'status')
+            if mode == 'truncate' and followed[1] then
+                local entry = id
+                if followed[2] then entry = id .. ' ' .. followed[2] end
+                redis.pcall('LPUSH', d.ended, entry)
+            else
+                redis.pcall('DEL', d.children .. id)
+            end
+            if followed[3] == 'waiting' then redis.pcall('ZREM', d.waiting, id) end
+            redis.pcall('DEL', d.after .. id)
             redis.call('DEL', key)
             deleted = deleted + 1
         end
@@ -92,7 +111,8 @@ if mode == 'drop' then  -- no task runs: the slots and windows of those groups g
         redis.call('DEL', ARGV[5] .. name)
     end
     for _, key in ipairs({KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[15],
-            KEYS[17], KEYS[18], KEYS[19], KEYS[21], KEYS[22], KEYS[23], KEYS[24]}) do
+            KEYS[17], KEYS[18], KEYS[19], KEYS[21], KEYS[22], KEYS[23], KEYS[24], d.waiting,
+            d.ended}) do
         redis.call('DEL', key)
     end
     if not misfit({{KEYS[16], 'zset'}}) then redis.call('ZREM', KEYS[16], queue) end

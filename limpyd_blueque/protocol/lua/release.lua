@@ -2,7 +2,8 @@
 -- that wait for nothing more: each then joins its line (or the scheduled set, when its
 -- eta is still to come) with the options it was enqueued with (its `deferred` field), as
 -- the enqueue step would have put it. A parent that failed for good, was canceled or
--- expired ends its waiting tasks as their `on_parent_failure` says: 'cancel' (unset)
+-- expired (or was deleted before it finished: 'gone') ends its waiting tasks as their
+-- `on_parent_failure` says: 'cancel' (unset)
 -- cancels them, 'fail' fails them with an error naming it, 'run' counts it as finished.
 -- KEYS[1] blueque_pending_tasks_<queue>, KEYS[2] <prefix>:prioritized:<queue>,
 -- KEYS[3] blueque_scheduled_tasks_<queue>, KEYS[4] <prefix>:expiry:<queue>,
@@ -15,8 +16,8 @@
 -- (keys.KeySpace.group_layout), ARGV[7] the keys of its dependencies
 -- (keys.KeySpace.dependency_layout), ARGV[8] default result ttl, ARGV[9] default failure
 -- ttl, then per waiting task: its id, the id of the parent that finished ('': none, the
--- task is released if it waits for nothing), the parent's status ('gone': deleted,
--- counted as finished)
+-- task is released if it waits for nothing), the parent's status ('gone': deleted
+-- before it finished, as a canceled one)
 -- Each is idempotent: a parent counts once per task, a task not waiting is passed over.
 -- Returns {released, ended}: how many tasks joined a line or the scheduled set, how many
 -- were canceled or failed (their own followers are then told through their queue's
@@ -29,7 +30,7 @@ local refused = refuse_misfit({{KEYS[1], 'list'}, {KEYS[2], 'zset'}, {KEYS[3], '
     {KEYS[9], 'list'}, {d.waiting, 'zset'}})
 if refused then return refused end
 local u = utube_keys(KEYS[6], KEYS[7], ARGV[4], prefix, queue, KEYS[1], KEYS[2], ARGV[6])
-local FAILURES = {failed = true, canceled = true, expired = true}
+local FAILURES = {failed = true, canceled = true, expired = true, gone = true}
 local r = {retention = KEYS[11], settings = KEYS[10], throughput = KEYS[12], stats = KEYS[5],
     result_ttl = ARGV[8], failure_ttl = ARGV[9]}
 -- the queue's default ttl, read when first needed (a settings hash of another type: none)
@@ -70,8 +71,10 @@ local function release(key, id)
         if ok and type(decoded) == 'table' then o = decoded end
         redis.call('HDEL', key, 'deferred')
     end
-    local ttl = tonumber(o.t) or default_ttl()
-    local eta = tonumber(o.e)
+    -- (a value that is no finite number, as another client may have written, is unset)
+    local ttl = usable(o.t) or default_ttl()
+    if ttl == 0 then ttl = nil end
+    local eta = usable(o.e)
     local start = now
     if eta and eta > tonumber(now) then start = o.e end
     if ttl then
@@ -109,7 +112,8 @@ for i = 10, #ARGV, 3 do
                 end
             end
         end
-        if go and redis.pcall('SCARD', after) == 0 then
+        local left = redis.pcall('SCARD', after)  -- (another type: it waits for nothing)
+        if go and (left == 0 or type(left) == 'table') then
             if release(key, id) then woken = woken + 1 end
             released = released + 1
         end
