@@ -169,7 +169,7 @@ class WorkflowJob(Job):
     """For the workflow fault test: logs `begin <id> <pid> <time>` and `end ...` in
     $CRASH_LOG around a sleep of its parameters' seconds (`fail`: raises at once), and
     `recorded <id> <pid>` once its outcome is stored; a node named `sum` returns how many
-    results its parents passed it."""
+    results its parents passed it, one named `grow:<n>` adds n nodes to its workflow."""
 
     def run(self, queue):
         path = os.environ["CRASH_LOG"]
@@ -180,6 +180,14 @@ class WorkflowJob(Job):
             raise ValueError("this node fails")
         if parameters == "sum":
             return str(len(self.parent_results()))
+        if parameters.startswith("grow:"):  # adds that many nodes, after a pause
+            time.sleep(0.5)
+            workflow = self.workflow()
+            for _ in range(int(parameters[5:])):
+                workflow.add(queue.pk.get(), "0.2")
+            workflow.submit()
+            time.sleep(0.5)
+            parameters = "0"
         time.sleep(float(parameters))
         with open(path, "a") as log:
             log.write(f"end {self.pk.get()} {os.getpid()} {time.time()!r}\n")

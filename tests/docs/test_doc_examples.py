@@ -13,6 +13,7 @@ with its shell commands and its worker.
 from __future__ import annotations
 
 import re
+import subprocess
 import textwrap
 from pathlib import Path
 
@@ -96,9 +97,17 @@ def test_code_blocks_run(document, redis_url, database, tmp_path, monkeypatch):
     parser = CodeBlockParser(language="python", evaluator=evaluator(redis_url))
     examples = [example for example in Sybil([parser]).parse(ROOT / document)
                 if not (document == "README.rst" and example.line in quick_start_lines())]
+    namespace: dict = {}
     try:
         for example in examples:
             example.evaluate()
+            namespace = example.namespace
     finally:
         BluequeModel.use_database(database)  # a `use_redis` of an example bound another
+        # a process a page started (a worker) never outlives it, even when it fails half
+        # way: it would take the tasks of the next page run on this server
+        for value in list(namespace.values()):
+            if isinstance(value, subprocess.Popen) and value.poll() is None:
+                value.kill()
+                value.wait(10)
     assert examples

@@ -1,5 +1,6 @@
 """Workflows under faults, with real workers: a 50-node graph (a chain, a fan-out of 20 and
-its fan-in, a diamond, a failing node and its three policies) run by three workers killed
+its fan-in, a diamond, a node that adds 5 nodes as it runs and their fan-in, a failing
+node and its three policies) run by three workers killed
 with SIGKILL (with their task processes) three times on the way, and a workflow canceled
 while its nodes run. Every node reaches its outcome exactly once, none starts before the
 tasks it waits for finished, a failed node's dependents follow their policy within a
@@ -51,7 +52,7 @@ def graph():
     wf = Workflow("night")
     nodes, expected = {}, {}
     previous = None
-    for index in range(20):  # a chain
+    for index in range(13):  # a chain
         previous = nodes[f"chain{index}"] = wf.add(
             "wf-chain", "0.3", after=[previous] if previous else [])
     source = nodes["source"] = wf.add("wf-fan", "0.2")
@@ -62,6 +63,8 @@ def graph():
     nodes["left"] = wf.add("wf-diamond", "0.4", after=[top])
     nodes["right"] = wf.add("wf-diamond", "0.2", after=[top])
     nodes["bottom"] = wf.add("wf-diamond", "0.1", after=[nodes["left"], nodes["right"]])
+    grower = nodes["grower"] = wf.add("wf-fan", "grow:5")  # a fan-out known at run time
+    nodes["grown-sum"] = wf.add("wf-fan", "sum", after=[grower])
     broken = nodes["broken"] = wf.add("wf-fail", "fail", max_attempts=1)
     for policy in ("cancel", "fail", "run"):
         nodes[policy] = wf.add("wf-fail", "0.1", after=[broken], on_parent_failure=policy)
@@ -83,7 +86,7 @@ def test_a_graph_runs_each_node_once_in_order_through_killed_workers(redis_url, 
                                                                     tmp_path):
     log_path = tmp_path / "runs.log"
     wf, nodes, expected = graph()
-    assert len(nodes) == 50
+    assert len(nodes) == 45  # and 5 grown at run time: 50
     workers = [start(redis_url, log_path) for _ in range(3)]
     wf.submit()
     try:
@@ -105,18 +108,22 @@ def test_a_graph_runs_each_node_once_in_order_through_killed_workers(redis_url, 
                        for event, _, _ in found if event == "recorded")
     for name, status in expected.items():
         assert recorded[nodes[name].task_id] == (1 if status == "complete" else 0), name
+    hashes = wf.nodes()  # the 45 nodes and the 5 grown ones
+    grown = set(hashes) - {node.task_id for node in nodes.values()}
+    assert len(grown) == 5 and all(recorded[task_id] == 1 for task_id in grown)
     # no node began before every task it waits for had finished
     finished_at = {name: float(job.raw_field("updated")) for name, job in by_name.items()}
-    ids = {node.task_id: name for name, node in nodes.items()}
-    for name, job in by_name.items():
-        parents = dependencies.parents_of({"parents": job.raw_field("parents") or ""})
-        began = [moment for event, _, moment in events.get(job.task_id, ())
-                 if event == "begin"]
-        for parent in parents:
-            assert all(moment >= finished_at[ids[parent]] - 0.05 for moment in began), (
-                name, ids[parent])
-    # the fan-in read the results of its 20 parents
+    ended_at = {task_id: float(fields["updated"]) for task_id, fields in hashes.items()}
+    for task_id, fields in hashes.items():
+        began = [moment for event, _, moment in events.get(task_id, ()) if event == "begin"]
+        for parent in dependencies.parents_of(fields):
+            assert all(moment >= ended_at[parent] - 0.05 for moment in began), (task_id,
+                                                                                 parent)
+    # the fan-in read the results of its 20 parents; the grown one of its grower and the
+    # 5 nodes it added (once, whatever the kills)
     assert by_name["sum"].result.hget() == "20"
+    assert by_name["grown-sum"].result.hget() == "6"
+    assert wf.status()["total"] == 50 and wf.status()["complete"] == 47
     # the failed node's dependents followed their policy within a second
     for policy in ("cancel", "fail", "run"):
         follow = (finished_at[policy] if policy != "run" else
