@@ -103,6 +103,17 @@ class Delay(Exception):
         self.seconds = seconds
 
 
+class Retry(Exception):
+    """Raised by a task's code to be tried again `delay` seconds from now (None: the delay
+    its retry policy gives): an attempt like any failure, its `Error` stored, tried again
+    while the task has retries left (or, with no retry set, attempts left). `message` is
+    its error text."""
+
+    def __init__(self, delay: float | None = None, message: str = "") -> None:
+        super().__init__(message or ("retry" if delay is None else f"retry in {delay} seconds"))
+        self.delay = delay
+
+
 class Canceled(Exception):
     """The running task's cancel was asked: raised inside the task by `Job.set_progress`
     (and raised by a task that stops on its own when `Job.cancel_requested()` turns true).

@@ -196,3 +196,8 @@ class WorkflowJob(Job):
     def on_success(self, queue, result):
         with open(os.environ["CRASH_LOG"], "a") as log:
             log.write(f"recorded {self.pk.get()} {os.getpid()} {time.time()!r}\n")
+
+
+def fail_callback(job, queue):
+    """Always fails (for the retry policy's command line test)."""
+    raise RuntimeError("always fails")

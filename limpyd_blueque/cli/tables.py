@@ -240,9 +240,12 @@ def record_tables(record: TaskRecord) -> list[RenderableType]:
         fields.add_row(cell(name), cell(shown))
     summary = table("state", "what", "value")
     attempts = record.attempts
-    summary.add_row(cell("attempts"), cell(f"{attempts['attempt']} (uncounted "
-                                           f"{attempts['uncounted']}, max "
-                                           f"{attempts['max_attempts'] or 'default'})"))
+    next_at = attempts.get("next_at")
+    summary.add_row(cell("attempts"), cell(
+        f"{attempts['attempt']} (uncounted {attempts['uncounted']}, max "
+        f"{attempts['max_attempts'] or 'default'})"
+        + ("" if next_at is None else
+           f"; the next one {when_text(next_at, record.at - next_at)}")))
     summary.add_row(cell("progress"), cell(progress_text(
         record.progress, record.fields.get("status") in RUNNING)))
     checkpoint = record.checkpoint

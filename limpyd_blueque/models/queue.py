@@ -18,6 +18,7 @@ from ..protocol.keys import KeySpace, check_listener_id, check_queue_name
 from ..protocol.limits import Limit, limit_field, stored_limit
 from ..protocol.liveness import WORKER_ORDERS, server_time, worker_records
 from ..protocol.options import TERM_RULES, check_term
+from ..protocol.retries import RETRY_TERMS, check_names
 from ..protocol.scripts import PassedOver, Reservation
 from ..protocol.statuses import RUNNING, Status
 from ..protocol.values import MAX_COUNT, check_number, check_task_id, timestamp
@@ -91,33 +92,50 @@ class Queue(BluequeModel):
     def key(self) -> str:
         return self.keys().queue_settings(self.pk.get())
 
-    def configure(self, **settings: float | None) -> None:
+    def configure(self, **settings: Any) -> None:
         """Set (or, with None, remove) the queue's `ttr`, `ttl`, `max_run_time`,
-        `max_attempts`, `stall_timeout`, `result_ttl`, `failure_ttl` and `error_ttl`.
+        `max_attempts`, `stall_timeout`, `result_ttl`, `failure_ttl`, `error_ttl`, and its
+        retry policy: `retry_delay`, `retry_backoff`, `retry_max_delay`, `retry_jitter`,
+        `retry_deadline`, `no_retry_for` (exception type names; see docs/limits.rst).
 
         A task's own field overrides its queue's setting, which overrides the worker's.
         Times are seconds above 0 (retentions: 0 deletes at the next cleaning, -1 keeps
         forever); `max_attempts` a whole number from 1. `ConfigurationError` names a bad
         value, before anything is written."""
-        unknown = sorted(set(settings) - set(QUEUE_SETTINGS))
+        unknown = sorted(set(settings) - set(QUEUE_SETTINGS) - {"no_retry_for"})
         if unknown:
             raise ConfigurationError(f"unknown queue setting(s): {', '.join(unknown)}")
+        texts: dict[str, str | None] = {}
         for name, value in settings.items():
-            if value is not None:
-                check_term(f"queue setting {name}", name, value)
+            if value is None:
+                texts[name] = None
+            elif name == "no_retry_for":
+                texts[name] = ",".join(check_names(value))
+            else:
+                texts[name] = repr(check_term(f"queue setting {name}", name, value))
         with self.client().pipeline(transaction=True) as pipe:
-            for name, value in settings.items():
-                if value is None:
+            for name, text in texts.items():
+                if text is None:
                     pipe.hdel(self.key, name)
                 else:
-                    pipe.hset(self.key, name, repr(value))
+                    pipe.hset(self.key, name, text)
             with reaching(self.client()):
                 pipe.execute()
 
-    def settings(self) -> dict[str, float]:
-        """The queue's own settings that are set."""
+    def retry_settings(self) -> dict[str, str]:
+        """The queue's own retry settings as stored (see protocol/retries.py): what its
+        workers read when a task fails."""
+        with reaching(self.client()):
+            values = self.client().hmget(self.key, [*RETRY_TERMS, "no_retry_for"])
+        return {name: value for name, value in zip([*RETRY_TERMS, "no_retry_for"], values)
+                if isinstance(value, str)}
+
+    def settings(self) -> dict[str, Any]:
+        """The queue's own settings that are set (numbers; `no_retry_for` a list of
+        names)."""
         values = cast("dict[str, str]", self.client().hgetall(self.key))
-        return {name: float(value) for name, value in values.items()}
+        return {name: value.split(",") if name == "no_retry_for" else float(value)
+                for name, value in values.items()}
 
     @classmethod
     def named(cls, name: str) -> Queue:

@@ -173,6 +173,13 @@ class Task(BluequeModel):
     error_ttl = fields.InstanceHashField()
     parents = fields.InstanceHashField()  # the ids of the tasks it waited for (JSON)
     on_parent_failure = fields.InstanceHashField()  # 'fail' or 'run' (unset: 'cancel')
+    # its retry policy, over its queue's and its worker's (see protocol/retries.py)
+    retry_delay = fields.InstanceHashField()
+    retry_backoff = fields.InstanceHashField()
+    retry_max_delay = fields.InstanceHashField()
+    retry_jitter = fields.InstanceHashField()
+    retry_deadline = fields.InstanceHashField()
+    no_retry_for = fields.InstanceHashField()  # exception type names, comma-separated
 
     #: the Blueque fields (every Blueque client writes them)
     BLUEQUE_FIELDS = (*TaskData.BLUEQUE_FIELDS, "reclaimed_node")
@@ -181,7 +188,9 @@ class Task(BluequeModel):
                   "max_attempts", "max_run_time", "pstart", "alive_until", "model",
                   "uncounted", "started_at", "periodic", "periodic_tick",
                   "expires_at", "progress", "checkpoint", "cancel_requested", "stalled_at",
-                  "stall_timeout", "result_ttl", "failure_ttl", "error_ttl")
+                  "stall_timeout", "result_ttl", "failure_ttl", "error_ttl", "retry_delay",
+                  "retry_backoff", "retry_max_delay", "retry_jitter", "retry_deadline",
+                  "no_retry_for")
 
     @property
     def task_id(self) -> str:

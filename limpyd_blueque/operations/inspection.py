@@ -174,7 +174,7 @@ class TaskRecord(Result):
     id: str
     at: float
     fields: dict[str, str]
-    attempts: dict[str, int | None]
+    attempts: dict[str, int | float | None]
     progress: dict[str, Any] | None
     checkpoint: dict[str, Any] | None
     lease: dict[str, Any] | None
@@ -224,7 +224,10 @@ def inspect_task(task_id: str, errors: int = 20, job_model: type[Job] = Job,
         id=task_id, at=now, fields=values,
         attempts={"attempt": whole(values.get("attempt")) or 0,
                   "uncounted": whole(values.get("uncounted")) or 0,
-                  "max_attempts": whole(values.get("max_attempts")) or whole(queue_max)},
+                  "max_attempts": whole(values.get("max_attempts")) or whole(queue_max),
+                  # when its next attempt may start (a retry waiting for its delay)
+                  "next_at": number(values.get("eta"))
+                  if values.get("status") == "scheduled" else None},
         progress=progress_of(values.get("progress")),
         checkpoint=_checkpoint(values.get("checkpoint")),
         lease=_lease(now, values, keys.leases(queue), lease_score, skipped),

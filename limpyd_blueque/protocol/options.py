@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple, Protocol, cast
 
 from ..exceptions import ConfigurationError
+from .retries import check_names
 from .values import MAX_COUNT, MAX_SECONDS, check_number, encode, shown, timestamp
 
 #: priorities are whole numbers within these bounds (higher runs sooner); see lua/_line.lua
@@ -48,6 +49,12 @@ TERM_RULES: dict[str, dict[str, Any]] = {
     "max_attempts": {"integer": True, "minimum": 1, "maximum": MAX_COUNT},
     "stall_timeout": {"minimum": 0, "above": True, "maximum": MAX_SECONDS},
     "result_ttl": _TTL, "failure_ttl": _TTL, "error_ttl": _TTL,
+    # the retry policy (see retries.py)
+    "retry_delay": {"minimum": 0, "maximum": MAX_SECONDS},
+    "retry_backoff": {"minimum": 0, "above": True, "maximum": 1000},
+    "retry_max_delay": {"minimum": 0, "maximum": MAX_SECONDS},
+    "retry_jitter": {"minimum": 0, "maximum": 1},
+    "retry_deadline": {"minimum": 0, "above": True, "maximum": MAX_SECONDS},
 }
 
 #: how many times a lease is renewed within its length (see `renewal_period`)
@@ -277,6 +284,9 @@ def field_values(job_model: JobModelLike, fields: Mapping[str, Any]) -> dict[str
                 else f"the {name!r} field is written by the queue, not given on enqueue")
         if name in TERM_RULES:
             values[name] = repr(check_term(f"task {name}", name, value))
+        elif name == "no_retry_for":
+            if value is not None:
+                values[name] = ",".join(check_names(value))
         elif name == "cancel_on_error":
             if value:
                 values[name] = "1"

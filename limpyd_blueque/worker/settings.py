@@ -28,6 +28,7 @@ from ..protocol.options import (
     RENEWALS_PER_LEASE,
     Retention,
 )
+from ..protocol.retries import check_names
 from ..protocol.values import MAX_COUNT, MAX_SECONDS, number_problem
 
 T = TypeVar("T")
@@ -185,6 +186,14 @@ def _check_queues(setting: Setting[Any], value: object) -> object:
     return [check_queue_name(name.strip() if isinstance(name, str) else name) for name in names]
 
 
+def _check_names(setting: Setting[Any], value: object) -> object:
+    """ "A,B" or a sequence of exception type names -> a tuple of them (maybe empty)."""
+    if value is None:
+        raise setting.refuse("must be exception type names, comma separated or in a list",
+                             value)
+    return check_names(value, setting.name) if value else ()
+
+
 def _check_callable(setting: Setting[Any], value: object) -> object:
     if not callable(value):
         raise setting.refuse("must be callable", value)
@@ -224,6 +233,7 @@ KINDS: dict[str, Callable[[Setting[Any], object], Any]] = {
     "int": _check_number, "float": _check_number, "bool": _check_bool, "str": _check_str,
     "choice": _check_choice, "queues": _check_queues, "callable": _check_callable,
     "level": _check_level, "model": _check_model, "models": _check_models,
+    "names": _check_names,
 }
 
 
@@ -277,9 +287,30 @@ class WorkerSettings:
         "float", 30, "longest wait for a task (seconds) before checking whether to stop",
         minimum=0, above=True)
     requeue_times: Setting[int] = Setting(
-        "int", 0, "times a failed task goes back in line", minimum=0)
+        "int", 0, "times a failed task goes back in line (0 with a retry policy set: "
+        "every attempt but the last of its max_attempts)", minimum=0)
     requeue_delay_delta: Setting[float] = Setting(
         "float", 30, "seconds before a failed task is retried", minimum=0)
+    #: the retry policy (see protocol/retries.py); a task's or its queue's own comes first
+    retry_delay: Setting[float | None] = Setting(
+        "float", None, "seconds before a failed task's second attempt, multiplied by "
+        "retry_backoff at each further one", minimum=0, optional=True,
+        default_text="requeue_delay_delta")
+    retry_backoff: Setting[float | None] = Setting(
+        "float", None, "factor applied to the retry delay at each attempt", minimum=0,
+        above=True, maximum=1000, optional=True, default_text="1")
+    retry_max_delay: Setting[float | None] = Setting(
+        "float", None, "longest delay between two attempts (seconds)", minimum=0,
+        optional=True, default_text="no limit")
+    retry_jitter: Setting[float | None] = Setting(
+        "float", None, "fraction of each retry delay it may vary by, at random", minimum=0,
+        maximum=1, optional=True, default_text="0")
+    retry_deadline: Setting[float | None] = Setting(
+        "float", None, "no new attempt once this many seconds have passed since the task "
+        "was enqueued", minimum=0, above=True, optional=True, default_text="none")
+    no_retry_for: Setting[Sequence[str]] = Setting(
+        "names", (), "exception type names that fail a task at once, comma separated",
+        default_text="none")
     requeue_priority_delta: Setting[int] = Setting(
         "int", -1, "priority change of a retried task", minimum=-2 * MAX_PRIORITY,
         maximum=2 * MAX_PRIORITY)

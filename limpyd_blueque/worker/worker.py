@@ -17,7 +17,7 @@ import signal
 import time
 import traceback
 from datetime import datetime, timedelta, timezone
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from ..connection.clients import private_client, safety_warnings
 from ..exceptions import (
@@ -31,6 +31,7 @@ from ..exceptions import (
     MisfitKeySetAside,
     ProtocolError,
     QuarantinedTask,
+    Retry,
     TaskKilled,
     UnknownJobModel,
     WorkerInterrupted,
@@ -38,6 +39,8 @@ from ..exceptions import (
 from ..models import Job, JobModels, Queue
 from ..protocol.liveness import listener_id_for
 from ..protocol.options import renewal_period, seconds
+from ..protocol.retries import RETRY_TERMS, RetryPolicy
+from ..protocol.retries import resolve as resolve_retry
 from ..protocol.scripts import PassedOver, Reservation
 from ..protocol.statistics import Tally
 from ..protocol.values import encode, is_text, printable
@@ -667,12 +670,14 @@ class Worker(WorkerSettings):
 
     def job_error(self, job: Job, queue: Queue, exception: BaseException,
                   trace: str | None = None) -> None:
-        """Record a failure: requeue or fail the task, store an `Error`, log, `on_error`."""
-        requeued = (not isinstance(exception, UNRUNNABLE)
-                     and self.must_requeue(job, counted_attempts(job)))
+        """Record a failure: requeue (after the delay its retry policy gives) or fail the
+        task, store an `Error`, log, `on_error`."""
+        delay = self.retry_delay_for(job, queue, exception)
+        requeued = delay is not None
         text = error_text(exception)
-        if requeued:
-            done = self.recorder().requeue(job, text, delay=self.requeue_delay_delta,
+        if delay is not None:
+            job.__dict__["_retry_in"] = delay
+            done = self.recorder().requeue(job, text, delay=delay,
                                          priority_delta=self.requeue_priority_delta)
         else:
             done = self.recorder().fail(job, text)
@@ -693,11 +698,49 @@ class Worker(WorkerSettings):
             self.job_requeued(job, queue)
 
     def must_requeue(self, job: Job, attempt: int | None) -> bool:
-        """True when a failed task goes back in line (see `requeue_times`); `attempt`
-        counts its failed attempts, this one included (not the delays it asked for)."""
-        if self.requeue_times <= 0 or job.must_be_cancelled_on_error:
+        """True when a failed task may go back in line: it has retries left (see
+        `requeue_times` and `retry_policy`); `attempt` counts its failed attempts, this
+        one included (not the delays it asked for)."""
+        if job.must_be_cancelled_on_error:
             return False
-        return (attempt or 1) <= self.requeue_times
+        return (attempt or 1) <= self.retry_policy(job).retries
+
+    def retry_delay_for(self, job: Job, queue: Queue, exception: BaseException) -> float | None:
+        """Seconds before the next attempt of a task whose attempt failed with
+        `exception`, or None when it fails for good: a task that cannot run, one whose
+        `must_requeue` says no (unless it raised `Retry`), one whose error type is in its
+        `no_retry_for`, or whose next attempt would start past its `retry_deadline`."""
+        if isinstance(exception, UNRUNNABLE) or job.must_be_cancelled_on_error:
+            return None
+        attempt = counted_attempts(job) or 1
+        policy = self.retry_policy(job)
+        asked = None
+        if isinstance(exception, Retry):
+            asked = policy.delay_before(attempt) if exception.delay is None else exception.delay
+        elif not self.must_requeue(job, attempt):
+            return None
+        created = job.known.get("created")
+        try:
+            since = float(created) if created else None
+        except ValueError:
+            since = None
+        limit = job.task.max_attempts if job.task is not None else self.max_attempts
+        return policy.next_delay(exception, attempt, since, time.time(), asked=asked,
+                                 max_attempts=limit)
+
+    def retry_policy(self, job: Job) -> RetryPolicy:
+        """The retry policy of a task: its own fields, else its queue's settings, else
+        this worker's (see protocol/retries.py); read once per attempt."""
+        found = job.__dict__.get("_retry_policy")
+        if found is None:
+            name = job.known.get("queue") or ""
+            queue_settings = self.queue(name).retry_settings() if name else {}
+            worker = {name: getattr(self, name) for name in (
+                "requeue_times", "requeue_delay_delta", *RETRY_TERMS, "no_retry_for")}
+            limit = job.task.max_attempts if job.task is not None else self.max_attempts
+            found = job.__dict__["_retry_policy"] = resolve_retry(job.known, queue_settings,
+                                                                  worker, limit)
+        return cast("RetryPolicy", found)
 
     def job_requeued(self, job: Job, queue: Queue) -> None:
         """The failed task is back in line: log, then `on_requeued`."""
@@ -771,7 +814,8 @@ class Worker(WorkerSettings):
                 f"{printable(exception)}")
 
     def job_requeued_message(self, job: Job, queue: Queue) -> str:
-        return f"{self._tag(job, queue)} requeued in {self.requeue_delay_delta}s"
+        delay = job.__dict__.get("_retry_in", self.requeue_delay_delta)
+        return f"{self._tag(job, queue)} requeued in {delay:g}s"
 
     def job_delayed_message(self, job: Job, queue: Queue) -> str:
         return f"{self._tag(job, queue)} delayed by {job.delay_requested:g}s at its request"

@@ -78,7 +78,8 @@ WORKER = {"id": str, "host": str, "pid": int, "queues": [str],
           "alive_until": str, "concurrency": int, "running_count": int,
           "load": (float, int, type(None)), "state": str, "paused": [str]}
 RECORD = {"id": str, "at": str, "fields": dict,
-          "attempts": {"attempt": int, "uncounted": int, "max_attempts": (int, type(None))},
+          "attempts": {"attempt": int, "uncounted": int, "max_attempts": (int, type(None)),
+                       "next_at": OPTIONAL_NUMBER},
           "progress": (PROGRESS, None),
           "checkpoint": ({"size": int, "attempt": int, "at": str}, None),
           "lease": ({"holder": OPTIONAL_STR, "expires_at": OPTIONAL_STR,
@@ -181,7 +182,8 @@ def test_inspect_shows_every_field_attempts_and_stored_errors(redis_url, scene):
     record = document(as_json)
     assert_shape(record, RECORD)
     assert record["fields"]["status"] == "failed" and record["fields"]["queue"] == Q
-    assert record["attempts"] == {"attempt": 1, "uncounted": 0, "max_attempts": None}
+    assert record["attempts"] == {"attempt": 1, "uncounted": 0, "max_attempts": None,
+                                  "next_at": None}
     assert (record["lease"], record["progress"], record["checkpoint"]) == (None, None, None)
     (error,) = record["errors"]
     assert (error["job"], error["type"], error["code"], error["message"]) == (

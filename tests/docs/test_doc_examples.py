@@ -30,7 +30,8 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTED_URL = "redis://localhost:6379/0"
 #: the pages whose examples a new user follows step by step: each must have some
 GUIDES = ("README.rst", "docs/first_long_task.rst", "docs/production.rst",
-          "docs/porting_blueque.rst", "docs/limits.rst", "docs/workflows.rst")
+          "docs/porting_blueque.rst", "docs/limits.rst", "docs/workflows.rst",
+          "docs/bounds.rst")
 
 
 def documents() -> list[str]:

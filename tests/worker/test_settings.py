@@ -22,6 +22,7 @@ SAMPLES = {
     "level": ("DEBUG", "DEBUG"), "callable": ("jobs.callback", "jobs.callback"),
     "model": ("jobs.RecordingJob", "jobs.RecordingJob"),
     "models": ("jobs.RecordingJob,jobs.OtherJob", "jobs.RecordingJob,jobs.OtherJob"),
+    "names": ("KeyError,app.Fatal", "KeyError,app.Fatal"),
 }
 
 
@@ -45,6 +46,8 @@ def sample(setting: Setting[object]) -> tuple[str, object]:
         return setting.choices[-1], setting.choices[-1]
     if setting.name == "listener_id":
         return "box.example_17", "box.example_17"
+    if setting.name == "retry_jitter":  # a fraction
+        return "0.25", 0.25
     return SAMPLES[setting.kind]
 
 
@@ -249,7 +252,7 @@ def test_the_table_order_is_the_parameters_order():
     assert WorkerSettings.parameters == tuple(setting.name for setting in SETTINGS)
     assert WorkerSettings.parameters[:3] == ("queues", "callback", "job_model")
     assert WorkerSettings.parameters[-1] == "update_title"
-    assert len(set(WorkerSettings.parameters)) == len(SETTINGS) == 38
+    assert len(set(WorkerSettings.parameters)) == len(SETTINGS) == 44
 
 
 def test_configure_settings_checks_and_normalizes_every_setting():
