@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
+from types import MappingProxyType
 from typing import Any, Callable, NamedTuple, cast
 
 import redis
@@ -44,6 +45,8 @@ class WorkerControls(NamedTuple):
     order: str | None
     #: the queues with a limit of their own (the queue as a whole)
     limited: frozenset[str] = frozenset()
+    #: each queue's own retry settings, as stored (`configure`; see protocol/retries.py)
+    retries: Mapping[str, Mapping[str, str]] = MappingProxyType({})
 
 
 #: most entries one script of `truncate` or `drop` takes
@@ -121,14 +124,6 @@ class Queue(BluequeModel):
                     pipe.hset(self.key, name, text)
             with reaching(self.client()):
                 pipe.execute()
-
-    def retry_settings(self) -> dict[str, str]:
-        """The queue's own retry settings as stored (see protocol/retries.py): what its
-        workers read when a task fails."""
-        with reaching(self.client()):
-            values = self.client().hmget(self.key, [*RETRY_TERMS, "no_retry_for"])
-        return {name: value for name, value in zip([*RETRY_TERMS, "no_retry_for"], values)
-                if isinstance(value, str)}
 
     def settings(self) -> dict[str, Any]:
         """The queue's own settings that are set (numbers; `no_retry_for` a list of
@@ -370,17 +365,21 @@ class Queue(BluequeModel):
     def worker_controls(cls, worker_id: str | None, names: Sequence[str], *,
                         limits: bool = True) -> WorkerControls:
         """What operators asked of a worker on `names`, in one round trip: the paused
-        queues among them, the worker's order (None: none; see `tell_worker`), and the
-        queues among them that have a limit of their own (see `set_limit`; not read
-        without `limits`: none then). A key of another type reads as no pause, no order
-        and a limit (the reserve step then reads it, and reports it)."""
+        queues among them, the worker's order (None: none; see `tell_worker`), the
+        queues among them that have a limit of their own (see `set_limit`) and their
+        retry settings (see `configure`; neither read without `limits`). A key of
+        another type reads as no pause, no order, a limit (the reserve step then reads
+        it, and reports it) and no retry setting."""
         client, keys = cls.client(), cls.keys()
+        retry_fields = [*RETRY_TERMS, "no_retry_for"]
         with client.pipeline(transaction=False) as pipe:
             for name in names:
                 pipe.exists(keys.paused(name))
             if limits:
                 for name in names:
                     pipe.hexists(keys.limits(name), "")
+                for name in names:
+                    pipe.hmget(keys.queue_settings(name), retry_fields)
             if worker_id is not None:
                 pipe.hget(keys.worker_orders, worker_id)
             with reaching(client):
@@ -389,8 +388,13 @@ class Queue(BluequeModel):
         paused = frozenset(name for name, reply in zip(names, replies[:count]) if reply == 1)
         limited = frozenset(name for name, reply in zip(names, replies[count:2 * count])
                             if limits and reply is not False)
-        order = replies[(2 if limits else 1) * count] if worker_id is not None else None
-        return WorkerControls(paused, order if order in WORKER_ORDERS else None, limited)
+        retries = {name: {field: value for field, value in zip(retry_fields, reply)
+                          if isinstance(value, str)}
+                   for name, reply in zip(names, replies[2 * count:3 * count])
+                   if limits and isinstance(reply, list)}
+        order = replies[(3 if limits else 1) * count] if worker_id is not None else None
+        return WorkerControls(paused, order if order in WORKER_ORDERS else None, limited,
+                              MappingProxyType(retries))
 
     # -- limits across all workers (docs/limits.rst) ---------------------------------------
     def set_limit(self, group: str | None, *, max_running: int | None = None,

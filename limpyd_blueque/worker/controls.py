@@ -1,7 +1,8 @@
 """What operators ask of a running worker, read twice a second in one round trip:
 which of its queues are paused (`Queue.pause`), its own order (`Queue.tell_worker`:
-`quiet`, take no new task; `stop`, stop as on SIGTERM), and which of its queues have a
-limit of their own (`Queue.set_limit`: the reserve step reads only theirs). The worker's loop asks
+`quiet`, take no new task; `stop`, stop as on SIGTERM), which of its queues have a
+limit of their own (`Queue.set_limit`: the reserve step reads only theirs), and their
+retry settings (`Queue.configure`). The worker's loop asks
 `open_queues` before each reserve, so a paused queue gets no new task from it half a
 second after the pause at most (a second with a slow Redis), whatever its wait timeout."""
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -32,6 +33,9 @@ class Controls:
         self.order: str | None = None
         #: until the first read, every queue may have a limit: the reserve step reads it
         self.limited: frozenset[str] = frozenset(self.queues)
+        #: each queue's own retry settings at the last read (a task process inherits
+        #: them: it decides its retry without a read of its own)
+        self.retries: Mapping[str, Mapping[str, str]] = {}
         self._next = 0.0
 
     def refresh(self) -> bool:
@@ -43,6 +47,7 @@ class Controls:
         controls = self.queue_model.worker_controls(self.worker_id, self.queues)
         changed = (controls.paused, controls.order) != (self.paused, self.order)
         self.paused, self.order, self.limited = controls.paused, controls.order, controls.limited
+        self.retries = controls.retries
         return changed
 
     def unlimited(self) -> frozenset[str]:

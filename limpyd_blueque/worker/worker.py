@@ -729,12 +729,12 @@ class Worker(WorkerSettings):
                                  max_attempts=limit)
 
     def retry_policy(self, job: Job) -> RetryPolicy:
-        """The retry policy of a task: its own fields, else its queue's settings, else
-        this worker's (see protocol/retries.py); read once per attempt."""
+        """The retry policy of a task: its own fields, else its queue's settings (as the
+        worker read them last, twice a second: no read here, where a task process may
+        be), else this worker's (see protocol/retries.py)."""
         found = job.__dict__.get("_retry_policy")
         if found is None:
-            name = job.known.get("queue") or ""
-            queue_settings = self.queue(name).retry_settings() if name else {}
+            queue_settings = self.controls.retries.get(job.known.get("queue") or "", {})
             worker = {name: getattr(self, name) for name in (
                 "requeue_times", "requeue_delay_delta", *RETRY_TERMS, "no_retry_for")}
             limit = job.task.max_attempts if job.task is not None else self.max_attempts
