@@ -129,8 +129,16 @@ class Queue(BluequeModel):
         """The queue's own settings that are set (numbers; `no_retry_for` a list of
         names)."""
         values = cast("dict[str, str]", self.client().hgetall(self.key))
-        return {name: value.split(",") if name == "no_retry_for" else float(value)
-                for name, value in values.items()}
+        found: dict[str, Any] = {}
+        for name, value in values.items():
+            if name == "no_retry_for":
+                found[name] = [part for part in value.split(",") if part]
+                continue
+            try:  # (a value another client wrote that is no number is left out)
+                found[name] = float(value)
+            except ValueError:
+                continue
+        return found
 
     @classmethod
     def named(cls, name: str) -> Queue:

@@ -29,13 +29,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..exceptions import ConfigurationError
-from .values import shown
+from .values import MAX_SECONDS, shown
 
 #: the retry terms a task or a queue may set (see options.TERM_RULES for their rules)
 RETRY_TERMS = ("retry_delay", "retry_backoff", "retry_max_delay", "retry_jitter",
                "retry_deadline")
 #: an exception type's name in `no_retry_for`
 NAME_MAX = 200
+#: the largest backoff factor (as options.TERM_RULES says)
+MAX_BACKOFF = 1000.0
 
 
 def check_names(value: object, label: str = "no_retry_for") -> tuple[str, ...]:
@@ -82,27 +84,31 @@ class RetryPolicy:
                      uniform: Callable[[float, float], float] = random.uniform) -> float:
         """Seconds before the attempt after failed attempt number `attempt` (from 1);
         `uniform(a, b)` draws the jitter."""
-        delay = self.retry_delay * self.retry_backoff ** max(attempt - 1, 0)
-        if self.retry_max_delay is not None:
-            delay = min(delay, self.retry_max_delay)
-        if self.retry_jitter:
-            delay *= 1 + uniform(-self.retry_jitter, self.retry_jitter)
-        return max(delay, 0.0) if math.isfinite(delay) else (self.retry_max_delay or 0.0)
+        longest = MAX_SECONDS if self.retry_max_delay is None else min(self.retry_max_delay,
+                                                                        MAX_SECONDS)
+        try:
+            delay = min(self.retry_delay * self.retry_backoff ** max(attempt - 1, 0), longest)
+        except OverflowError:  # a backoff past any float: the longest delay
+            delay = longest
+        if self.retry_jitter:  # jittered, never past the longest delay
+            delay = min(delay * (1 + uniform(-self.retry_jitter, self.retry_jitter)), longest)
+        return max(delay, 0.0)
 
     def next_delay(self, exception: BaseException, attempt: int, created: float | None,
                    now: float, *, asked: float | None = None,
-                   max_attempts: int | None = None) -> float | None:
+                   max_attempts: int | None = None, counted: bool = True) -> float | None:
         """The delay before the next attempt of a task whose attempt number `attempt`
         failed with `exception` (`asked`: the delay it asked for, raising `Retry`); None
         when it fails for good: its type is in `no_retry_for`, its retries are spent
-        (`Retry` with no retries set: its `max_attempts`, None for no limit), or the next
-        attempt would start past its `retry_deadline`."""
+        (`Retry` with no retries set: its `max_attempts`, None for no limit; not checked
+        without `counted`, when the caller decided so), or the next attempt would start
+        past its `retry_deadline`."""
         if self.no_retry_for & names_of(exception):
             return None
         retries = self.retries
         if asked is not None and not retries:
             retries = (max_attempts - 1) if max_attempts is not None else attempt
-        if attempt > retries:
+        if counted and attempt > retries:
             return None
         delay = self.delay_before(attempt) if asked is None else asked
         if (self.retry_deadline is not None and created is not None
@@ -131,29 +137,36 @@ def resolve(own: Mapping[str, Any], queue: Mapping[str, Any],
     names: Iterable[str] = ()
     for source in (own, queue, worker):
         found = source.get("no_retry_for")
-        if found:
-            try:
-                names = check_names(found)
-            except ConfigurationError:
-                continue
-            break
+        if found is None:
+            continue
+        try:  # ('' or []: none, set on purpose over a less specific list)
+            names = check_names(found) if found else ()
+        except ConfigurationError:
+            continue
+        break
     retries = int(_number(worker.get("requeue_times")) or 0)
     if not retries and any(number(name) is not None for name in RETRY_TERMS):
         retries = (max_attempts - 1) if max_attempts else 1_000_000
     return RetryPolicy(
         retries=retries, retry_delay=delay,
-        retry_backoff=number("retry_backoff") or 1.0,
+        retry_backoff=min(number("retry_backoff") or 1.0, MAX_BACKOFF),
         retry_max_delay=number("retry_max_delay"),
         retry_jitter=min(number("retry_jitter") or 0.0, 1.0),
         retry_deadline=number("retry_deadline"), no_retry_for=frozenset(names))
 
 
-def _number(value: object) -> float | None:
-    """A finite number at least 0 read from a field or a setting, else None."""
+def _number(value: object, most: float = MAX_SECONDS) -> float | None:
+    """A finite number from 0 to `most` read from a field or a setting, else None."""
     if value is None or isinstance(value, bool):
         return None
     try:
         number = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return None
-    return number if math.isfinite(number) and number >= 0 else None
+    return number if math.isfinite(number) and 0 <= number <= most else None
+
+
+def asked_delay(value: object) -> float | None:
+    """The delay a `Retry` asked for, when it is one (seconds from 0 to `MAX_SECONDS`);
+    else None (the policy's delay applies)."""
+    return _number(value)

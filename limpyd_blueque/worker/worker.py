@@ -39,7 +39,7 @@ from ..exceptions import (
 from ..models import Job, JobModels, Queue
 from ..protocol.liveness import listener_id_for
 from ..protocol.options import renewal_period, seconds
-from ..protocol.retries import RETRY_TERMS, RetryPolicy
+from ..protocol.retries import RETRY_TERMS, RetryPolicy, asked_delay
 from ..protocol.retries import resolve as resolve_retry
 from ..protocol.scripts import PassedOver, Reservation
 from ..protocol.statistics import Tally
@@ -715,8 +715,10 @@ class Worker(WorkerSettings):
         attempt = counted_attempts(job) or 1
         policy = self.retry_policy(job)
         asked = None
-        if isinstance(exception, Retry):
-            asked = policy.delay_before(attempt) if exception.delay is None else exception.delay
+        if isinstance(exception, Retry):  # (a delay that is none: its policy's)
+            asked = asked_delay(exception.delay)
+            if asked is None:
+                asked = policy.delay_before(attempt)
         elif not self.must_requeue(job, attempt):
             return None
         created = job.known.get("created")
@@ -725,8 +727,9 @@ class Worker(WorkerSettings):
         except ValueError:
             since = None
         limit = job.task.max_attempts if job.task is not None else self.max_attempts
+        # (`must_requeue` said yes: the count is not checked again, it may be overridden)
         return policy.next_delay(exception, attempt, since, time.time(), asked=asked,
-                                 max_attempts=limit)
+                                 max_attempts=limit, counted=asked is not None)
 
     def retry_policy(self, job: Job) -> RetryPolicy:
         """The retry policy of a task: its own fields, else its queue's settings (as the

@@ -37,6 +37,8 @@ def failing(job, queue):
     kind = job.known["parameters"]
     if kind == "retry":
         raise Retry(delay=3, message="busy, try later")
+    if kind.startswith("retry:"):  # a delay of any value, as a task's code may give
+        raise Retry(delay=json.loads(kind[6:]))
     if kind == "retry-policy":
         raise Retry()
     if kind == "broken":
@@ -44,11 +46,12 @@ def failing(job, queue):
     raise Flaky("not yet")
 
 
-def attempt(queue_name, **settings):
+def attempt(queue_name, worker_class=Worker, **settings):
     """Run one attempt of the next task of `queue_name` in this process; when it is put
     back, the delay before its next attempt (read from the scheduled set), else None."""
-    Worker(queues=[queue_name], callback=failing, fork=False, max_loops=1, timeout=0.05,
-           logger_level=logging.CRITICAL, **settings).run()
+    settings.setdefault("fork", False)
+    worker_class(queues=[queue_name], callback=failing, max_loops=1, timeout=0.05,
+                 logger_level=logging.CRITICAL, **settings).run()
     conn = Queue.client()
     scheduled = conn.zrange(K.scheduled(queue_name), 0, 0, withscores=True)
     if not scheduled:
@@ -191,3 +194,46 @@ def test_inspect_shows_each_attempt_s_error_and_when_the_next_one_starts(redis_u
          job.task_id], capture_output=True, text=True, timeout=60,
         env={**os.environ, "COLUMNS": "200"})
     assert "the next one" in table.stdout and "Flaky" in table.stdout
+
+
+def test_delays_past_any_bound_are_the_longest_one_and_the_task_never_sticks(conn):
+    job = Queue.named("huge").enqueue("flaky", retry_delay=1000, retry_backoff=1000,
+                                      max_attempts=5)
+    delays = [attempt("huge") for _ in range(5)]
+    assert delays[:3] == [1000, 1_000_000, 1_000_000_000] and delays[3] == 1_000_000_000
+    assert delays[4] is None and job.status.hget() == "failed"
+    policy = RetryPolicy(retries=2000, retry_delay=1, retry_backoff=2)
+    assert policy.delay_before(1500) == 1_000_000_000  # (2.0 ** 1499 overflows)
+    capped = RetryPolicy(retries=3, retry_delay=100, retry_max_delay=100, retry_jitter=0.5)
+    assert all(capped.delay_before(1, random.Random(seed).uniform) <= 100 for seed in range(50))
+
+
+@pytest.mark.parametrize("asked", ['"soon"', "-5", "1e30", '"nan"', "null"])
+def test_a_retry_delay_that_is_none_takes_the_policy_s(conn, asked):
+    job = Queue.named("bad-asked").enqueue(f"retry:{asked}", retry_delay=9)
+    assert attempt("bad-asked") == 9
+    assert Job.load(job.task_id).status.hget() == "pending"
+
+
+def test_an_overridden_must_requeue_still_decides(conn):
+    class ThreeTimes(Worker):
+        def must_requeue(self, job, attempt):
+            return (attempt or 1) <= 3
+
+    job = Queue.named("override").enqueue("flaky")
+    delays = [attempt("override", ThreeTimes, requeue_delay_delta=4) for _ in range(4)]
+    assert delays == [4, 4, 4, None] and job.status.hget() == "failed"
+
+
+def test_an_empty_no_retry_for_overrides_a_less_specific_list(conn):
+    Queue.named("empty-list").enqueue("broken", no_retry_for=[])
+    assert attempt("empty-list", requeue_times=2, no_retry_for="ValueError") == 30
+
+
+def test_a_forked_task_s_retry_follows_its_queue_s_policy(conn):
+    queue = Queue.named("forked")
+    queue.configure(retry_delay=5, retry_backoff=3)
+    job = queue.enqueue("flaky")
+    assert [attempt("forked", fork=True) for _ in range(2)] == [5, 15]
+    assert sorted(int(error.attempt.hget())
+                  for error in Error.collection_for_job(job).instances()) == [1, 2]
