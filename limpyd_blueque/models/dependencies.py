@@ -171,7 +171,8 @@ def _follow_queue(scripts: Scripts, queue: str, retention: Retention,
     the queues to follow next (those where a child ended, this one if more are listed).
     Each entry is taken off the list once followed, even when a step on a child's queue
     or its workflow was refused (logged): `repair` finds such a child later, and one bad
-    key never holds up the others."""
+    key never holds up the others. (One function: read, tell, count, take off are one
+    round of one list, each refusal logged where it happens.)"""
     client: Any = scripts.client  # (decoding: replies are str)
     keys = scripts.keys
     ended = keys.ended(queue)

@@ -39,6 +39,10 @@ class Job(Task):
 
     Subclass it and override `run` (and the `on_*` hooks); a worker builds each task it
     runs as the model its `model` field names, among the models it was given.
+
+    Long because it is the one class users subclass and call: a short method per hook
+    and per call of the task's own API (progress, cancel, wait, its workflow), each
+    delegating to the module that does the work.
     """
 
     #: when True, no task of this class is requeued after an error

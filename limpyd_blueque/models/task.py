@@ -125,6 +125,9 @@ class Task(BluequeModel):
     other Blueque clients ignore. `status` and `queue` are indexed by the Blueque
     structures (see `WireIndex`), so `Job.collection(queue="q", status="failed")` works
     for every task, whoever wrote it.
+
+    Long, as a model is: its field table (one line per field of the hash) and one short
+    method per protocol step on a task.
     """
 
     abstract = True

@@ -76,7 +76,11 @@ class WorkflowStatus(dict[str, Any]):
 
 class Workflow:
     """Tasks that wait for one another, on any queues, submitted at once (see the
-    module's text): `add` nodes, `submit`, then `Workflow.load(id)` to follow it."""
+    module's text): `add` nodes, `submit`, then `Workflow.load(id)` to follow it.
+
+    One class, though long: its submission's steps (open, write, record, link, commit)
+    and its reads share the workflow's id, its state and its handle on the models; each
+    step is a short method."""
 
     model: type[Task] = Task
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import time
 
 import pytest
-import pytest_asyncio
 from helpers import LISTENER, take
 
 from limpyd_blueque import ConfigurationError, Job, Queue, aio
@@ -190,12 +189,6 @@ def test_repair_counts_a_parent_that_finished_before_its_child_was_registered(co
     dependencies.repair(Job.scripts(), "rep")
     assert child.status.hget() == "pending"
 
-
-@pytest_asyncio.fixture
-async def client(redis_url, conn):
-    client = aio.connect(redis_url)
-    yield client
-    await (getattr(client, "aclose", None) or client.close)()
 
 
 @pytest.mark.asyncio

@@ -11,7 +11,6 @@ import threading
 import time
 
 import pytest
-import pytest_asyncio
 from helpers import LISTENER, start_worker, take
 
 from limpyd_blueque import (
@@ -157,12 +156,6 @@ def test_a_lost_message_is_made_up_for_by_the_next_read(database, conn):
     assert job.wait(timeout=10) == "quiet"
     assert time.monotonic() - began < 0.3 + waiting.POLL * (1 + waiting.JITTER) + 0.5
 
-
-@pytest_asyncio.fixture
-async def client(redis_url, conn):
-    client = aio.connect(redis_url)
-    yield client
-    await (getattr(client, "aclose", None) or client.close)()
 
 
 @pytest.mark.asyncio
