@@ -78,6 +78,49 @@ class TaskTimeout(TaskKilled):
                          "and was stopped", "timeout")
 
 
+class TimeLimitExceeded(TaskTimeout):
+    """A task ran past its `max_run_time` (its hard time limit): its whole process group
+    was killed (forked), or this was raised in it (in-process)."""
+
+
+class CpuLimitExceeded(TaskKilled):
+    """A task used more CPU time than its `cpu_limit`."""
+
+    def __init__(self, seconds: float, used: float | None = None) -> None:
+        spent = f" (it used {used:.3g})" if used is not None else ""
+        super().__init__(f"the task went over its cpu_limit of {seconds:g} CPU seconds{spent} "
+                         "and was stopped", "cpu_limit")
+        self.limit = seconds
+        self.used = used
+
+
+class MemoryLimitExceeded(TaskKilled):
+    """The processes of a task used more memory than its `max_memory`: they were killed."""
+
+    def __init__(self, limit: int, size: int) -> None:
+        from .protocol.bounds import size_text
+
+        super().__init__(f"the task's processes reached {size_text(size)} ({size} bytes), over "
+                         f"its max_memory of {size_text(limit)} ({limit} bytes), and were "
+                         "stopped", "max_memory")
+        self.limit = limit
+        self.size = size
+
+
+class SoftTimeLimitExceeded(Exception):
+    """Raised inside a task when it runs past its `soft_time_limit`: the task may catch it
+    to save a checkpoint and return (its hard limit, `max_run_time`, still holds).
+
+    Not an error of the library: a notice from the worker to the task's code."""
+
+
+class Release(Exception):
+    """What a task returns (the class or an instance), or raises, to be put back in line
+    as it is: not failed, its attempt not counted, its checkpoint kept, for another worker
+    to resume (see `Job.stop_requested`). Not an error: control flow between a task and
+    its worker."""
+
+
 class WorkerInterrupted(BaseException):
     """Raised in an in-process task when the worker must stop at once (it is requeued)."""
 

@@ -91,6 +91,26 @@ def take(queue_name, listener=LISTENER, **options):
     return job
 
 
+def signals_scene(queue_name):
+    """Queue `queue_name` with tasks of each figure a scheduler reads: 2 running (one
+    started, one reserved), 2 held back in group `a` (max_running 1, its slot taken) and 3
+    waiting (one of group `b`, one of priority 5, one of none); the expected
+    `(waiting, running, held_back)`."""
+    from limpyd_blueque import Queue
+
+    queue = Queue.named(queue_name)
+    queue.set_limit("a", max_running=1)
+    queue.enqueue_many(list(range(3)), group="a")
+    assert take(queue_name, pid=os.getpid()).group.hget() == "a"  # started
+    assert take(queue_name) is None  # a is held back
+    plain = queue.enqueue("reserved")
+    assert take(queue_name).task_id == plain.task_id
+    queue.enqueue("b", group="b")
+    queue.enqueue("urgent", priority=5)
+    queue.enqueue("plain")
+    return 3, 2, 2
+
+
 def read_events(path):
     """[(event, task id, pid)] of the task log, in order: begin, end, recorded."""
     if not path.exists():

@@ -19,9 +19,11 @@ from rich.text import Text
 
 from ..operations.inspection import ErrorRow, TaskRecord
 from ..operations.overview import (
+    STOPPING_STATES,
     Overview,
     Skipped,
     TaskRows,
+    WorkerRow,
     Workers,
     short_duration,
     when_text,
@@ -150,20 +152,27 @@ def _done_failed(counts: dict[str, int] | None) -> str | None:
 # -- workers -------------------------------------------------------------------------------------
 def workers_table(workers: Workers) -> Table:
     """One row per live worker: its state, concurrency and load as its last beat said
-    (`-` from a worker that does not say them)."""
+    (`-` from a worker that does not say them; `told to stop` beside its state while a
+    stop order waits for it)."""
     result = table("workers", "id", "host", "pid", "queues", "state", "running", "load",
                    "up for", "last beat", right=("pid", "load", "up for", "last beat"))
     for row in workers.workers:
         running = ", ".join(task["id"] for task in row.running)
         slots = f"/{row.concurrency}" if row.concurrency is not None else ""
         result.add_row(cell(row.id), cell(row.host), cell(row.pid), cell(",".join(row.queues)),
-                       cell(row.state),
+                       cell(_state(row)),
                        cell(f"{len(row.running)}{slots}: {running}" if running
                             else f"0{slots}"),
                        cell(None if row.load is None else f"{row.load:.2f}"),
                        cell(_ago(workers.at, row.since)),
                        cell(_ago(workers.at, row.last_beat, " ago")))
     return none_if_empty(result)
+
+
+def _state(row: WorkerRow) -> str | None:
+    if row.stopping and row.state not in STOPPING_STATES:
+        return f"{row.state or '-'} (told to stop)"
+    return row.state
 
 
 def _ago(now: float, moment: float | None, suffix: str = "") -> str | None:

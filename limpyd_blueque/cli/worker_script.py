@@ -29,6 +29,7 @@ from ..operations.overview import (
     unknown_queue_message,
     unknown_queues,
 )
+from ..protocol.bounds import parse_size
 from ..protocol.values import printable
 from ..worker.settings import SETTINGS, Setting
 from ..worker.worker import Worker
@@ -75,6 +76,17 @@ def number_option(setting: Setting[Any]) -> Callable[[str], Any]:
         return setting.check(value)
     convert.__name__ = kind.__name__
     return convert
+
+
+def size_option(text: str) -> int:
+    """The argparse `type=` of a "size" setting: bytes, or `512M`, `2G`..."""
+    try:
+        return parse_size(text, "the size")
+    except ConfigurationError as error:
+        raise argparse.ArgumentTypeError(f"{text!r}: {error}") from None
+
+
+size_option.__name__ = "size"
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -222,6 +234,8 @@ class WorkerConfig:
                                    "help": setting.help_with_default.replace("%", "%%")}
         if setting.kind in ("int", "float"):
             options["type"] = number_option(setting)
+        elif setting.kind == "size":
+            options["type"], options["metavar"] = size_option, "SIZE"
         elif setting.kind == "choice":
             options["choices"] = setting.choices
         elif setting.kind in IMPORTED_KINDS:

@@ -58,6 +58,7 @@ class Job(Task):
     _report_writer: Writer | None = None
     _cancel_seen = False
     _cancel_checked = 0.0
+    _stop_seen = False
 
     @classmethod
     def get_model_repr(cls) -> str:
@@ -293,6 +294,24 @@ class Job(Task):
         if self._reporter is not None:
             self._reporter.canceled = True
 
+    def stop_requested(self) -> bool:
+        """True once the worker running the task stops and hands it over
+        (`on_terminate="release"`): the task should save a checkpoint and return
+        `Release`, to be resumed from it by another worker."""
+        return self._stop_seen
+
+    def note_stop_requested(self, queue: AnyQueue) -> None:
+        """Its worker stops and hands the task over: `stop_requested` turns true, then
+        `on_stop_requested` runs (in the task's thread, between two of its statements:
+        what it raises is the task's)."""
+        self._stop_seen = True
+        self.on_stop_requested(queue)
+
+    def record_peak_rss(self, peak_rss: int, attempt: int) -> bool:
+        """Note the peak memory (bytes) of the process that ran `attempt` (its worker does,
+        once that process ended); False when the task is gone or runs another attempt."""
+        return self.scripts().reports.measured(self.task_id, attempt, peak_rss)
+
     def record_canceled(self, why: Any, *, listener_id: str | None = None,
                         attempt: int | None = None, tally: Tally | None = None) -> bool:
         """Its holder files the running task as canceled (it stopped on a cancel request),
@@ -355,6 +374,10 @@ class Job(Task):
     def on_canceled(self, queue: AnyQueue) -> None:
         """Called after the running task was stopped on a cancel request and filed as
         canceled (in its own process, or in its worker's when its process was killed)."""
+
+    def on_stop_requested(self, queue: AnyQueue) -> None:
+        """Called, in the task's process, when its worker stops and hands it over
+        (`stop_requested`); no-op. Keep it short: it interrupts the task's code."""
 
     def on_stalled(self, queue: AnyQueue) -> None:
         """Called, in its worker's process, when the task's progress did not move for its

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import redis
 
@@ -93,20 +94,41 @@ def _counts(client: redis.Redis, keys: KeySpace, queue: str, groups: list[str],
 
 
 def held_back(client: redis.Redis, keys: KeySpace, names: list[str]) -> dict[str, int]:
-    """{queue: tasks waiting in its groups held back by their limit}, in two round trips
-    (a key of another type counts none)."""
+    """{queue: tasks waiting in its groups held back by their limit}, in two round trips,
+    one when no group is held (a key of another type counts none)."""
     with reaching(client), client.pipeline(transaction=False) as pipe:
         for name in names:
             pipe.zrange(keys.groups_held(name), 0, -1)
-        held = [reply if isinstance(reply, list) else []
-                for reply in pipe.execute(raise_on_error=False)]
+        held = [held_groups(reply) for reply in pipe.execute(raise_on_error=False)]
     if not any(held):
         return dict.fromkeys(names, 0)
     with reaching(client), client.pipeline(transaction=False) as pipe:
-        for name, groups in zip(names, held):
-            for group in groups:
-                pipe.zcard(keys.group_line(name, group))
-        counts = iter(pipe.execute(raise_on_error=False))
+        held_lines(pipe, keys, names, held)
+        replies = pipe.execute(raise_on_error=False)
+    return held_counts(names, held, replies)
+
+
+def held_groups(reply: object) -> list[str]:
+    """The groups a `ZRANGE` of a queue's held set (`KeySpace.groups_held`) names; none
+    when the read failed (a key of another type)."""
+    if not isinstance(reply, list):
+        return []
+    return [group for group in reply if isinstance(group, str)]
+
+
+def held_lines(pipe: Any, keys: KeySpace, names: list[str], held: list[list[str]]) -> None:
+    """Queue the length of the line of each held group (`held`: those of each queue of
+    `names`, as `held_groups` gives them) on a pipeline, for `held_counts`."""
+    for name, groups in zip(names, held):
+        for group in groups:
+            pipe.zcard(keys.group_line(name, group))
+
+
+def held_counts(names: list[str], held: list[list[str]], replies: list[Any],
+                ) -> dict[str, int]:
+    """{queue: tasks waiting in its held groups} from the replies of `held_lines` (one
+    that is not a count counts none)."""
+    counts = iter(replies)
     return {name: sum(count if isinstance(count, int) else 0
                       for count in (next(counts) for _ in groups))
             for name, groups in zip(names, held)}

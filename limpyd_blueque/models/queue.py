@@ -15,6 +15,7 @@ from ..connection import shims
 from ..connection.errors import reaching
 from ..exceptions import ConfigurationError, InvalidTransition, TaskNotFound
 from ..protocol import statistics
+from ..protocol.bounds import BOUND_TERMS
 from ..protocol.keys import KeySpace, check_listener_id, check_queue_name
 from ..protocol.limits import Limit, limit_field, stored_limit
 from ..protocol.liveness import WORKER_ORDERS, server_time, worker_records
@@ -45,8 +46,9 @@ class WorkerControls(NamedTuple):
     order: str | None
     #: the queues with a limit of their own (the queue as a whole)
     limited: frozenset[str] = frozenset()
-    #: each queue's own retry settings, as stored (`configure`; see protocol/retries.py)
-    retries: Mapping[str, Mapping[str, str]] = MappingProxyType({})
+    #: each queue's own retry settings and bounds, as stored (`configure`; see
+    #: protocol/retries.py and protocol/bounds.py)
+    terms: Mapping[str, Mapping[str, str]] = MappingProxyType({})
 
 
 #: most entries one script of `truncate` or `drop` takes
@@ -97,9 +99,11 @@ class Queue(BluequeModel):
 
     def configure(self, **settings: Any) -> None:
         """Set (or, with None, remove) the queue's `ttr`, `ttl`, `max_run_time`,
-        `max_attempts`, `stall_timeout`, `result_ttl`, `failure_ttl`, `error_ttl`, and its
+        `max_attempts`, `stall_timeout`, `result_ttl`, `failure_ttl`, `error_ttl`, its
         retry policy: `retry_delay`, `retry_backoff`, `retry_max_delay`, `retry_jitter`,
-        `retry_deadline`, `no_retry_for` (exception type names; see docs/limits.rst).
+        `retry_deadline`, `no_retry_for` (exception type names), and the bounds of its
+        forked tasks: `max_memory` (bytes, or text such as '512M'), `cpu_limit`,
+        `soft_time_limit` (see docs/bounds.rst).
 
         A task's own field overrides its queue's setting, which overrides the worker's.
         Times are seconds above 0 (retentions: 0 deletes at the next cleaning, -1 keeps
@@ -375,11 +379,11 @@ class Queue(BluequeModel):
         """What operators asked of a worker on `names`, in one round trip: the paused
         queues among them, the worker's order (None: none; see `tell_worker`), the
         queues among them that have a limit of their own (see `set_limit`) and their
-        retry settings (see `configure`; neither read without `limits`). A key of
-        another type reads as no pause, no order, a limit (the reserve step then reads
-        it, and reports it) and no retry setting."""
+        retry settings and bounds (see `configure`; neither read without `limits`). A key
+        of another type reads as no pause, no order, a limit (the reserve step then
+        reads it, and reports it) and no setting."""
         client, keys = cls.client(), cls.keys()
-        retry_fields = [*RETRY_TERMS, "no_retry_for"]
+        term_fields = [*RETRY_TERMS, "no_retry_for", *BOUND_TERMS]
         with client.pipeline(transaction=False) as pipe:
             for name in names:
                 pipe.exists(keys.paused(name))
@@ -387,7 +391,7 @@ class Queue(BluequeModel):
                 for name in names:
                     pipe.hexists(keys.limits(name), "")
                 for name in names:
-                    pipe.hmget(keys.queue_settings(name), retry_fields)
+                    pipe.hmget(keys.queue_settings(name), term_fields)
             if worker_id is not None:
                 pipe.hget(keys.worker_orders, worker_id)
             with reaching(client):
@@ -396,13 +400,13 @@ class Queue(BluequeModel):
         paused = frozenset(name for name, reply in zip(names, replies[:count]) if reply == 1)
         limited = frozenset(name for name, reply in zip(names, replies[count:2 * count])
                             if limits and reply is not False)
-        retries = {name: {field: value for field, value in zip(retry_fields, reply)
+        terms = {name: {field: value for field, value in zip(term_fields, reply)
                           if isinstance(value, str)}
                    for name, reply in zip(names, replies[2 * count:3 * count])
                    if limits and isinstance(reply, list)}
         order = replies[(3 if limits else 1) * count] if worker_id is not None else None
         return WorkerControls(paused, order if order in WORKER_ORDERS else None, limited,
-                              MappingProxyType(retries))
+                              MappingProxyType(terms))
 
     # -- limits across all workers (docs/limits.rst) ---------------------------------------
     def set_limit(self, group: str | None, *, max_running: int | None = None,

@@ -183,6 +183,11 @@ class Task(BluequeModel):
     retry_jitter = fields.InstanceHashField()
     retry_deadline = fields.InstanceHashField()
     no_retry_for = fields.InstanceHashField()  # exception type names, comma-separated
+    # its bounds, over its queue's and its worker's (see protocol/bounds.py)
+    max_memory = fields.InstanceHashField()  # bytes
+    cpu_limit = fields.InstanceHashField()  # CPU seconds
+    soft_time_limit = fields.InstanceHashField()  # seconds
+    peak_rss = fields.InstanceHashField()  # bytes: the peak memory of its last process
 
     #: the Blueque fields (every Blueque client writes them)
     BLUEQUE_FIELDS = (*TaskData.BLUEQUE_FIELDS, "reclaimed_node")
@@ -193,7 +198,7 @@ class Task(BluequeModel):
                   "expires_at", "progress", "checkpoint", "cancel_requested", "stalled_at",
                   "stall_timeout", "result_ttl", "failure_ttl", "error_ttl", "retry_delay",
                   "retry_backoff", "retry_max_delay", "retry_jitter", "retry_deadline",
-                  "no_retry_for")
+                  "no_retry_for", "max_memory", "cpu_limit", "soft_time_limit", "peak_rss")
 
     @property
     def task_id(self) -> str:

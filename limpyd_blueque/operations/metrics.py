@@ -20,7 +20,7 @@ from ..models.limits import held_back
 from ..protocol import statistics
 from ..protocol.liveness import server_time, worker_records
 from ..protocol.statuses import Status
-from .overview import Skipped, oldest_waiting, queue_names
+from .overview import Skipped, oldest_waiting, queue_names, ready
 
 try:
     from prometheus_client import CollectorRegistry
@@ -119,14 +119,17 @@ class BluequeCollector(Collector):
                held: dict[str, int] | None = None) -> Iterator[Any]:
         tasks = GaugeMetricFamily("blueque_tasks", "Tasks per queue and status.",
                                   labels=["queue", "status"])
+        ready_now = GaugeMetricFamily("blueque_waiting_tasks", "Tasks ready to run now "
+                                      "(pending, less those held back by their group's "
+                                      "limit), per queue.", labels=["queue"])
         running = GaugeMetricFamily("blueque_running_tasks", "Tasks held by a worker "
                                     "(reserved or started), per queue.", labels=["queue"])
         stalled = GaugeMetricFamily("blueque_stalled_tasks", "Running tasks whose progress "
                                     "did not move within their stall timeout, per queue.",
                                     labels=["queue"])
-        waiting = GaugeMetricFamily("blueque_oldest_waiting_age_seconds", "Age of the "
-                                    "oldest task waiting in line, per queue (absent when "
-                                    "none waits).", labels=["queue"])
+        oldest_age = GaugeMetricFamily("blueque_oldest_waiting_age_seconds", "Age of the "
+                                       "oldest task waiting in line, per queue (absent "
+                                       "when none waits).", labels=["queue"])
         pauses = GaugeMetricFamily("blueque_queue_paused", "1 while the queue is paused "
                                    "(workers take none of its tasks), else 0.",
                                    labels=["queue"])
@@ -136,14 +139,16 @@ class BluequeCollector(Collector):
         for queue, figures in counters.items():
             for status in Status:
                 tasks.add_metric([queue, status.value], figures.tasks[status.value])
+            held_count = (held or {}).get(queue, 0)
+            ready_now.add_metric([queue], ready(figures.tasks, held_count))
             running.add_metric([queue], figures.tasks["taken"])
             stalled.add_metric([queue], figures.tasks["stalled"])
             age = (oldest.get(queue) or {}).get("age")
             if age is not None:
-                waiting.add_metric([queue], float(age))
+                oldest_age.add_metric([queue], float(age))
             pauses.add_metric([queue], 1 if queue in paused else 0)
-            limited.add_metric([queue], (held or {}).get(queue, 0))
-        yield from (tasks, running, stalled, waiting, pauses, limited)
+            limited.add_metric([queue], held_count)
+        yield from (tasks, ready_now, running, stalled, oldest_age, pauses, limited)
         yield GaugeMetricFamily("blueque_live_workers", "Workers whose heartbeat says "
                                 "they are alive.", value=live)
 

@@ -27,6 +27,7 @@ import redis
 from ..connection.errors import reaching
 from ..exceptions import ConfigurationError, LimpydBluequeError
 from ..models import Job
+from ..models.limits import held_counts, held_groups, held_lines
 from ..models.progress import Progress
 from ..protocol import statistics
 from ..protocol.keys import QUEUE_NAME_RE, KeySpace
@@ -211,6 +212,13 @@ class QueueOverview(Result):
     finished: dict[str, dict[str, int]] | None
     #: workers take none of its tasks (`Queue.pause`)
     paused: bool = False
+    #: the signals of a scheduler or an autoscaler: tasks ready to run now (pending, less
+    #: those `held_back`; not `tasks["waiting"]`, the tasks waiting for others to finish),
+    #: tasks held by a worker (reserved or started) and pending tasks waiting in groups
+    #: held back by their limit
+    waiting: int = 0
+    running: int = 0
+    held_back: int = 0
 
 
 @dataclass(frozen=True)
@@ -298,8 +306,9 @@ def check_known_queues(names: Sequence[str], job_model: type[Job] = Job) -> list
 def queue_overviews(names: Sequence[str] | None = None,
                     job_model: type[Job] = Job) -> Overview:
     """Per queue (default: every queue): tasks by status and in all, stalled tasks,
-    listeners, the oldest waiting task's id and age, and the tasks finished in the last
-    minute and hour. O(1) per queue: four round trips in all (five without `names`)."""
+    listeners, the oldest waiting task's id and age, the tasks finished in the last
+    minute and hour, and the tasks waiting, running and held back. O(1) per queue (and
+    per group held back): four round trips in all (five without `names`)."""
     client, keys = job_model.client(), job_model.keys()
     names = list(names) if names is not None else queue_names(job_model)
     now = server_time(client)
@@ -314,15 +323,28 @@ def queue_overviews(names: Sequence[str] | None = None,
     skipped: list[Skipped] = []
     size = len(replies) // len(names) if names else 0
     own = [replies[i * size:(i + 1) * size] for i in range(len(names))]
-    oldest = _oldest_of(client, keys, names, [reads[3:5] for reads in own], now, skipped)
+    held = [[] if failed(skipped, keys.groups_held(name), reads[5]) else held_groups(reads[5])
+            for name, reads in zip(names, own)]
+    oldest, held_count = _oldest_of(client, keys, names, [reads[3:5] for reads in own], now,
+                                    skipped, held)
     return Overview(now, [QueueOverview(
         queue=name, tasks=_task_counts(figures[name]["tasks"]),
         stalled=_count_reply(keys.stalled(name), reads[1], skipped),
         listeners=_count_reply(keys.listeners(name), reads[2], skipped),
         oldest_waiting=oldest[name],
-        finished=_finished(now, reads[5:], keys, name, skipped),
-        paused=reads[0] == 1)
+        finished=_finished(now, reads[6:], keys, name, skipped),
+        paused=reads[0] == 1,
+        waiting=ready(figures[name]["tasks"], held_count[name]),
+        running=figures[name]["tasks"]["taken"], held_back=held_count[name])
         for name, reads in zip(names, own)], skipped)
+
+
+def ready(tasks: dict[str, int], held_back: int) -> int:
+    """The tasks ready to run now, from a queue's counts (`statistics.read`) and its tasks
+    held back: its pending tasks (the pending list, the prioritized set, the tasks behind
+    their utube key's and those of groups) less those held back (the counts are read one
+    after the other: never less than 0)."""
+    return max(tasks["pending"] - held_back, 0)
 
 
 def oldest_waiting(client: redis.Redis, keys: KeySpace, names: Sequence[str], now: float,
@@ -335,21 +357,30 @@ def oldest_waiting(client: redis.Redis, keys: KeySpace, names: Sequence[str], no
 
     heads = pipelined(client, read_all)
     return _oldest_of(client, keys, names, [heads[2 * i:2 * i + 2] for i in range(len(names))],
-                      now, skipped)
+                      now, skipped)[0]
 
 
 def _oldest_of(client: redis.Redis, keys: KeySpace, names: Sequence[str],
-               replies: Sequence[Sequence[Any]], now: float,
-               skipped: list[Skipped]) -> dict[str, dict[str, Any] | None]:
-    """Each queue's oldest waiting task, from the replies of its `_head_reads`."""
+               replies: Sequence[Sequence[Any]], now: float, skipped: list[Skipped],
+               held: Sequence[list[str]] = (),
+               ) -> tuple[dict[str, dict[str, Any] | None], dict[str, int]]:
+    """Each queue's oldest waiting task, from the replies of its `_head_reads`, and the
+    tasks waiting in its `held` groups (as `held_groups` reads them; none given: 0), read
+    in the same round trip."""
     heads = [_heads(keys, name, reads, skipped) for name, reads in zip(names, replies)]
-    created = pipelined(client, lambda pipe: [pipe.hget(keys.task(task_id), "created")
-                                              for ids in heads for task_id in ids])
+    held = list(held) or [[] for _ in names]
+
+    def read_all(pipe: Any) -> None:
+        for task_id in (task_id for ids in heads for task_id in ids):
+            pipe.hget(keys.task(task_id), "created")
+        held_lines(pipe, keys, list(names), held)
+
+    created = pipelined(client, read_all)
     result, start = {}, 0
     for name, ids in zip(names, heads):
         result[name] = _oldest(now, ids, created[start:start + len(ids)])
         start += len(ids)
-    return result
+    return result, held_counts(list(names), held, created[start:])
 
 
 def _head_reads(pipe: Any, keys: KeySpace, name: str) -> None:
@@ -360,12 +391,13 @@ def _head_reads(pipe: Any, keys: KeySpace, name: str) -> None:
 
 def _queue_reads(pipe: Any, keys: KeySpace, name: str, minute: int) -> None:
     """One queue's reads: whether it is paused, stalled count, listeners, the heads of
-    its line, and its throughput hashes from `WINDOW_MINUTES` ago to now (the minute the
-    window begins in too)."""
+    its line, its groups held back, and its throughput hashes from `WINDOW_MINUTES` ago
+    to now (the minute the window begins in too)."""
     pipe.exists(keys.paused(name))
     pipe.zcard(keys.stalled(name))
     pipe.scard(keys.listeners(name))
     _head_reads(pipe, keys, name)
+    pipe.zrange(keys.groups_held(name), 0, -1)
     for past in range(WINDOW_MINUTES, -1, -1):
         pipe.hmget(keys.throughput(name, minute - past), *THROUGHPUT_FIELDS)
 
@@ -447,6 +479,22 @@ class WorkerRow(Result):
     load: float | None = None
     state: str | None = None
     paused: list[str] = field(default_factory=list)
+    #: the signals of a scheduler or an autoscaler: it runs no task (its last beat said
+    #: none, and its reserved lists hold none), it is on its way out (its state says so,
+    #: or a `stop` order waits for it: see `is_stopping`)
+    idle: bool = True
+    stopping: bool = False
+
+
+#: the states a worker says it is in once it is on its way out (see `Worker.describe`)
+STOPPING_STATES = ("stopping", "terminating", "terminated")
+
+
+def is_stopping(state: str | None, order: str | None) -> bool:
+    """Whether a worker is on its way out: its state (as its last beat said) is one of
+    `STOPPING_STATES`, or it was told to stop and has not said it is stopping yet (a
+    worker takes its order back once it read it)."""
+    return state in STOPPING_STATES or order == "stop"
 
 
 @dataclass(frozen=True)
@@ -469,16 +517,21 @@ def identity(reply: object) -> dict[str, Any]:
 
 def live_workers(job_model: type[Job] = Job) -> Workers:
     """Each worker whose record says it is alive now, with its identity (host, pid,
-    queues, since when), its last heartbeat, and the tasks its reserved lists hold.
-    Four round trips, whatever the number of workers."""
+    queues, since when), its last heartbeat, the tasks its reserved lists hold, and
+    whether it is idle or stopping (see `WorkerRow`). Four round trips, whatever the
+    number of workers."""
     client, keys = job_model.client(), job_model.keys()
     now = server_time(client)
     skipped: list[Skipped] = []
     alive = sorted((worker_id, until) for worker_id, until in
                    worker_records(client, keys).items() if until >= now)
     ids = [worker_id for worker_id, _ in alive]
-    replies = pipelined(client, lambda pipe: pipe.hmget(keys.workers_info, ids)) if ids else [[]]
+    replies: list[Any] = [[], []]
+    if ids:
+        replies = pipelined(client, lambda pipe: (pipe.hmget(keys.workers_info, ids),
+                                                  pipe.hmget(keys.worker_orders, ids)))
     infos = [] if failed(skipped, keys.workers_info, replies[0]) else replies[0]
+    orders = [] if failed(skipped, keys.worker_orders, replies[1]) else replies[1]
     identities = [identity(info) for info in infos] or [{} for _ in ids]
     queues = [_worker_queues(info) for info in identities]
     lists = [(worker_id, queue) for worker_id, names in zip(ids, queues) for queue in names]
@@ -489,8 +542,9 @@ def live_workers(job_model: type[Job] = Job) -> Workers:
     for (worker_id, queue), reply in zip(lists, held):
         if not failed(skipped, keys.reserved(queue, worker_id), reply):
             running[worker_id] += [{"id": task_id, "queue": queue} for task_id in reply]
-    rows = [_worker_row(worker_id, until, info, names, running[worker_id])
-            for (worker_id, until), info, names in zip(alive, identities, queues)]
+    rows = [_worker_row(worker_id, until, info, names, running[worker_id], order)
+            for (worker_id, until), info, names, order
+            in zip(alive, identities, queues, orders or [None for _ in ids])]
     return Workers(now, rows, skipped)
 
 
@@ -502,21 +556,26 @@ def _worker_queues(info: dict[str, Any]) -> list[str]:
 
 
 def _worker_row(worker_id: str, until: float, info: dict[str, Any], queues: list[str],
-                running: list[dict[str, str]]) -> WorkerRow:
+                running: list[dict[str, str]], order: object) -> WorkerRow:
     timeout = number(info.get("liveness_timeout"))
     host = info.get("host")
-    state = info.get("state")
+    said = info.get("state")
+    state = said if isinstance(said, str) and said.isidentifier() else None
     paused = info.get("paused")
+    running_count = whole(info.get("running_count"))
     return WorkerRow(id=worker_id, host=host if isinstance(host, str) else None,
                      pid=whole(info.get("pid")), queues=queues, running=running,
                      since=number(info.get("since")),
                      last_beat=None if timeout is None else until - timeout, alive_until=until,
                      concurrency=whole(info.get("concurrency")),
-                     running_count=whole(info.get("running_count")),
-                     load=number(info.get("load")),
-                     state=state if isinstance(state, str) and state.isidentifier() else None,
+                     running_count=running_count,
+                     load=number(info.get("load")), state=state,
                      paused=[name for name in paused if isinstance(name, str)
-                             and QUEUE_NAME_RE.match(name)] if isinstance(paused, list) else [])
+                             and QUEUE_NAME_RE.match(name)] if isinstance(paused, list) else [],
+                     # a beat said what it ran a moment ago, its reserved lists say it now:
+                     # busy when either says a task
+                     idle=not running and not running_count,
+                     stopping=is_stopping(state, text(order)))
 
 
 # -- task rows ---------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple, Protocol, cast
 
 from ..exceptions import ConfigurationError
+from .bounds import parse_size
 from .retries import check_names
 from .values import MAX_COUNT, MAX_SECONDS, check_number, encode, shown, timestamp
 
@@ -55,6 +56,10 @@ TERM_RULES: dict[str, dict[str, Any]] = {
     "retry_max_delay": {"minimum": 0, "maximum": MAX_SECONDS},
     "retry_jitter": {"minimum": 0, "maximum": 1},
     "retry_deadline": {"minimum": 0, "above": True, "maximum": MAX_SECONDS},
+    # the bounds of a forked task (see bounds.py; max_memory also as text: '512M')
+    "max_memory": {"integer": True, "minimum": 1, "maximum": MAX_COUNT},
+    "cpu_limit": {"minimum": 0, "above": True, "maximum": MAX_SECONDS},
+    "soft_time_limit": {"minimum": 0, "above": True, "maximum": MAX_SECONDS},
 }
 
 #: how many times a lease is renewed within its length (see `renewal_period`)
@@ -108,6 +113,8 @@ def resolve_ttl(*sources: object) -> float:
 def check_term(label: str, name: str, value: object) -> float:
     """Check the value of the term `name` (see `TERM_RULES`); `label` names it in errors. A
     retention is `FOREVER` or a number of seconds, at least 0."""
+    if name == "max_memory" and isinstance(value, str):
+        return parse_size(value, label)
     rules = dict(TERM_RULES[name])
     forever = rules.pop("forever", False)
     number: float = check_number(label, value, **rules)
@@ -123,7 +130,7 @@ STEP_FIELDS = frozenset({
     "eta", "reclaimed_node", "attempt", "priority", "identifier", "model", "pstart",
     "alive_until", "uncounted", "started_at", "periodic", "periodic_tick", "expires_at", "utube",
     "progress", "checkpoint", "cancel_requested", "stalled_at", "group", "parents",
-    "deferred", "follow", "workflow", "on_parent_failure", "waited",
+    "deferred", "follow", "workflow", "on_parent_failure", "waited", "peak_rss",
 })
 
 #: what a task waiting for others becomes when one of them fails for good, is canceled or

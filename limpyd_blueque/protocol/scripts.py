@@ -32,6 +32,7 @@ SCRIPT_NAMES = (
     "add_listener", "remove_listener", "materialize", "requeue", "renew", "recover",
     "tidy", "terms", "cancel", "retry", "tick", "bury", "touch", "kick", "expire_due", "empty",
     "report", "stall", "set_aside", "limit", "watch", "release", "depend", "add_parents",
+    "measured",
 )
 
 #: shared Lua functions, prepended to the scripts that use them, the last first (each
@@ -797,8 +798,9 @@ class Upkeep:
 
 
 class Reports:
-    """The steps a running task takes about itself: its progress and checkpoint (`report`)
-    and its stalled flag (`stall`), each fenced by its attempt."""
+    """The steps a running task takes about itself: its progress and checkpoint (`report`),
+    its stalled flag (`stall`) and its peak memory (`measured`), each fenced by its
+    attempt."""
 
     def __init__(self, runner: ScriptRunner) -> None:
         self._run = runner._run
@@ -822,6 +824,12 @@ class Reports:
         k = self.keys
         return StepResult.from_reply(self._run("stall", [k.task(task_id), k.stalled(queue)],
                                             [task_id, listener_id, attempt, since]))
+
+
+    def measured(self, task_id: str, attempt: int, peak_rss: int) -> bool:
+        """Note the peak memory (bytes) of the process that ran `attempt` of the task,
+        unless the task is gone or runs another attempt since; True when noted."""
+        return int(self._run("measured", [self.keys.task(task_id)], [attempt, peak_rss])) == 1
 
 
 class Scripts(ScriptRunner):

@@ -17,11 +17,14 @@ The parts that need only values (`heartbeat.LeaseKeeper`, `recovery.Recovery`,
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 if TYPE_CHECKING:
     from ..exceptions import TaskKilled
     from ..models import Error, Job, JobModels, Queue
+    from ..protocol.bounds import Bounds
+    from .controls import Controls
     from .outcomes import OutcomeRecorder
     from .running import RunningTask, RunningTasks
 
@@ -49,7 +52,10 @@ class TaskHost(Protocol):
     #: turns `on_terminate` into "requeue")
     on_terminate: str
     terminate_timeout: float | None
+    release_timeout: float
     end_signal_caught: bool
+    #: what operators asked, with each queue's settings as last read (`Controls.terms`)
+    controls: Controls
 
     def queue(self, name: str) -> Queue:
         """The queue model instance of a queue name."""
@@ -68,6 +74,15 @@ class TaskHost(Protocol):
 
     def retrying(self, step: Callable[[], Any]) -> Any:
         """Run `step`, retrying it while Redis is away."""
+
+    def bounds_of(self, job: Job) -> Bounds:
+        """The task's memory, CPU and soft time bounds (its own, its queue's, the worker's)."""
+
+    def queue_terms(self, name: str) -> Mapping[str, str]:
+        """The queue's own retry settings and bounds, as last read."""
+
+    def requeue_released(self, task: RunningTask) -> None:
+        """Put a released task back at the front of its queue, its attempt not counted."""
 
     def requeue_interrupted(self, task: RunningTask) -> None:
         """Put an interrupted task back at the front of its queue."""

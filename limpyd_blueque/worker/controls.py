@@ -33,9 +33,9 @@ class Controls:
         self.order: str | None = None
         #: until the first read, every queue may have a limit: the reserve step reads it
         self.limited: frozenset[str] = frozenset(self.queues)
-        #: each queue's own retry settings at the last read (a task process inherits
-        #: them: it decides its retry without a read of its own)
-        self.retries: Mapping[str, Mapping[str, str]] = {}
+        #: each queue's own retry settings and bounds at the last read (a task process is
+        #: handed its queue's: it decides its retry without a read of its own)
+        self.terms: Mapping[str, Mapping[str, str]] = {}
         self._next = 0.0
 
     def refresh(self) -> bool:
@@ -47,7 +47,7 @@ class Controls:
         controls = self.queue_model.worker_controls(self.worker_id, self.queues)
         changed = (controls.paused, controls.order) != (self.paused, self.order)
         self.paused, self.order, self.limited = controls.paused, controls.order, controls.limited
-        self.retries = controls.retries
+        self.terms = controls.terms
         return changed
 
     def unlimited(self) -> frozenset[str]:

@@ -27,13 +27,13 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 #: the outcomes that put the task back in line (another attempt may take it at once)
-PUT_BACK = ("requeue", "delay")
+PUT_BACK = ("requeue", "delay", "release")
 
 
 @dataclass(frozen=True)
 class OutcomeStep:
     """What the hooks decided for an attempt: `kind` (complete, fail, requeue, cancel,
-    delay), with the result or error `text`, the `delay` before the task runs again and
+    delay, release), with the result or error `text`, the `delay` before the task runs again and
     the change of its priority. Plain values, so that a task process can send it to its
     worker (`to_message`, `from_message`)."""
 
@@ -137,6 +137,8 @@ class OutcomeRecorder:
             return job.requeue(listener_id=holder, attempt=attempt, error=outcome.text,
                                delay=outcome.delay,
                                priority_delta=outcome.priority_delta or None)
+        if kind == "release":
+            return job.requeue(listener_id=holder, attempt=attempt, front=True, uncounted=True)
         return job.requeue(listener_id=holder, attempt=attempt, delay=outcome.delay,
                            uncounted=True)
 
@@ -179,6 +181,11 @@ class OutcomeRecorder:
         """Put the task back to run `delay` seconds from now, this attempt not counted as a
         failure (the task asked for it)."""
         return self.write(job, OutcomeStep("delay", delay=delay))
+
+    def release(self, job: Job) -> bool:
+        """Put the task back at the front of its line, as it is: not a failure, this
+        attempt not counted, its checkpoint kept (it returned `Release`)."""
+        return self.write(job, OutcomeStep("release"))
 
     def holder(self, job: Job) -> str:
         """The listener the steps act for: the task's node when known (an adopted task is

@@ -16,14 +16,13 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Callable
 
 import redis
 
 from ..connection import shims
-from ..exceptions import TaskKilled, TaskTimeout
+from ..exceptions import TaskKilled
 from ..protocol.liveness import process_start_time
 
 if TYPE_CHECKING:
@@ -249,16 +248,17 @@ class DoneNotices:
             os.close(fd)
 
 
-def reap(pids: Iterable[int]) -> list[tuple[int, int]]:
-    """`(pid, wait status)` of the given children that have ended, without blocking."""
+def reap(pids: Iterable[int]) -> list[tuple[int, int, Any]]:
+    """`(pid, wait status, resource usage)` of the given children that have ended,
+    without blocking."""
     ended = []
     for pid in list(pids):
         try:
-            done, status = os.waitpid(pid, os.WNOHANG)
+            done, status, usage = os.wait4(pid, os.WNOHANG)
         except ChildProcessError:
             continue
         if done:
-            ended.append((pid, status))
+            ended.append((pid, status, usage))
     return ended
 
 
@@ -406,22 +406,3 @@ class Heartbeat(threading.Thread):
         self._woken.set()
         if self.is_alive() and threading.current_thread() is not self:
             self.join(timeout=5)
-
-
-@contextmanager
-def run_time_limit(seconds: float | None) -> Iterator[None]:
-    """In-process: raise `TaskTimeout` in the task after `seconds` (SIGALRM)."""
-    if not seconds:
-        yield
-        return
-
-    def expire(signum: int, frame: Any) -> None:
-        raise TaskTimeout(seconds)
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)

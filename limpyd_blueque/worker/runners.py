@@ -15,16 +15,20 @@ import logging
 import os
 import signal
 import time
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
 from ..exceptions import (
+    CpuLimitExceeded,
+    MemoryLimitExceeded,
     TaskKilled,
     TaskNotFound,
-    TaskTimeout,
+    TimeLimitExceeded,
     WorkerInterrupted,
 )
 from ..protocol.liveness import process_start_time
 from ..protocol.statuses import RUNNING
+from .bounds import MEMORY_INTERVAL, Usage, group_memory, holding, in_process_limits
 from .processes import (
     EXIT_REDIS_UNAVAILABLE,
     Channel,
@@ -33,7 +37,6 @@ from .processes import (
     Spare,
     describe_exit,
     reap,
-    run_time_limit,
     signal_group,
 )
 from .relay import Desk
@@ -62,6 +65,9 @@ class TaskRunner:
     can_detach = False
     #: whether a stopping worker can interrupt its tasks at a deadline (`terminate_timeout`)
     can_time_out = False
+    #: whether its tasks' memory and CPU time can be bounded, and their processes stopped
+    #: to be handed over (`on_terminate="release"`)
+    can_bound = False
 
     def __init__(self, worker: TaskHost) -> None:
         self.worker = worker
@@ -131,8 +137,14 @@ class TaskRunner:
                             logging.ERROR)
             if task.origin is Origin.FORKED:
                 signal_group(task.pid, signal.SIGKILL)
-        elif new is TaskState.TIMED_OUT:
+        elif new is TaskState.TIMED_OUT:  # over its run time or a bound: its whole group
             signal_group(task.pid, signal.SIGKILL)
+        elif new is TaskState.RELEASING:
+            self.worker.log(f"[{task.queue_name}|{task.task_id}] asked to save its place and "
+                            "return Release: the worker stops")
+            task.release_asked = time.monotonic()
+            task.kill_at = task.release_asked + self.worker.release_timeout
+            self.tell_stop(task)
         elif new is TaskState.INTERRUPTED and task.origin is not Origin.IN_PROCESS:
             signal_group(task.pid, signal.SIGTERM)
         elif new is TaskState.CANCELING:
@@ -150,12 +162,21 @@ class TaskRunner:
     def forget(self, task: RunningTask) -> None:
         """`task`'s process is gone: drop what the runner kept to talk to it."""
 
+    def tell_stop(self, task: RunningTask) -> None:
+        """Tell the task that its worker stops and hands it over (`Job.stop_requested`)."""
+
+    def bounded(self, job: Job) -> Any:
+        """The context the task's code runs in, holding it to its bounds."""
+        return nullcontext()
+
     def ended(self, task: RunningTask, old: TaskState, status: int | None) -> None:
         """A task's process is gone: put it back, or apply the rule for an end without
         an outcome (`Worker.process_ended`), as the state it ended in says."""
         try:
             if old is TaskState.INTERRUPTED:
                 self.worker.retrying(lambda: self.worker.requeue_interrupted(task))
+            elif old is TaskState.RELEASING:
+                self.worker.retrying(lambda: self.worker.requeue_released(task))
             elif old is TaskState.CANCELING:
                 if task.origin is Origin.ADOPTED and self.settled(task):
                     return
@@ -189,8 +210,13 @@ class TaskRunner:
     @staticmethod
     def cause(task: RunningTask, old: TaskState, status: int | None) -> TaskKilled | None:
         """Why a process ended without an outcome (None: it could not reach Redis)."""
+        if task.over_limit is not None:
+            return task.over_limit
         if old is TaskState.TIMED_OUT:
-            return TaskTimeout(task.max_run_time or 0)
+            return TimeLimitExceeded(task.max_run_time or 0)
+        limit, usage = task.bounds.cpu_limit, task.usage
+        if limit is not None and usage is not None and usage.cpu >= limit:
+            return CpuLimitExceeded(limit, usage.cpu)
         if status is None:  # not our child: how it ended is unknown
             return TaskKilled("the process running the task ended without recording an "
                               "outcome", "unknown")
@@ -211,10 +237,15 @@ class InProcessRunner(TaskRunner):
         return os.getpid(), process_start_time(os.getpid())
 
     def launch(self, job: Job, queue: Queue) -> None:
-        task = RunningTask(job, queue, Origin.IN_PROCESS, pid=os.getpid())
+        task = RunningTask(job, queue, Origin.IN_PROCESS, pid=os.getpid(),
+                           bounds=self.worker.bounds_of(job))
         self.running(task)
+        if task.bounds.max_memory or task.bounds.cpu_limit:
+            self.worker.log(f"[{task.queue_name}|{task.task_id}] its max_memory and cpu_limit "
+                            "do not hold in the worker's own process: run with fork=True",
+                            logging.WARNING)
         try:
-            with run_time_limit(task.max_run_time):
+            with in_process_limits(task.bounds.soft_time_limit, task.max_run_time):
                 self.worker.perform(job, queue)
             self.apply(task, Event.RECORDED)  # its outcome is dealt with, even if skipped
         except WorkerInterrupted:
@@ -240,6 +271,7 @@ class ForkedRunner(TaskRunner):
 
     can_detach = True
     can_time_out = True
+    can_bound = True
 
     def __init__(self, worker: TaskHost) -> None:
         super().__init__(worker)
@@ -252,13 +284,15 @@ class ForkedRunner(TaskRunner):
         self.notices: DoneNotices | None = None
         #: the lines to the running task processes, and the writes they ask for
         self.desk = Desk(worker)
-        self.exiting: set[int] = set()  # done with their task, not reaped yet
+        #: done with their task, not reaped yet (with the task each ran, None: none)
+        self.exiting: dict[int, RunningTask | None] = {}
         self._sigchld: Any = None
         # what a turn of the loop looks at costs nothing per running task unless a child
         # ended (SIGCHLD), a task process spoke, or a deadline may have passed
         self._child_ended = True
         self._next_reap = 0.0
         self._next_look = 0.0
+        self._next_weigh = 0.0
 
     def describe(self) -> str:
         return f"{self.worker.concurrency} forked process(es)"
@@ -298,13 +332,16 @@ class ForkedRunner(TaskRunner):
 
     def launch(self, job: Job, queue: Queue) -> None:
         spare, self._spare = self.spare(), None
-        task = RunningTask(job, queue, Origin.FORKED, pid=spare.pid, pstart=spare.pstart)
+        task = RunningTask(job, queue, Origin.FORKED, pid=spare.pid, pstart=spare.pstart,
+                           bounds=self.worker.bounds_of(job))
         self.running(task)
-        if not spare.hand_over(task.reservation.to_payload()):
+        payload = {**task.reservation.to_payload(), "bounds": task.bounds.to_payload(),
+                   "queue_terms": dict(self.worker.queue_terms(task.queue_name))}
+        if not spare.hand_over(payload):
             # the task never ran: it goes back to the front of its queue
             self.worker.log(f"[{task.queue_name}|{task.task_id}] its process died before the "
                             "task reached it: back in line", logging.WARNING)
-            self.exiting.add(spare.pid)
+            self.exiting[spare.pid] = None
             self.apply(task, Event.INTERRUPT)
             self.apply(task, Event.ENDED)
         else:
@@ -343,6 +380,18 @@ class ForkedRunner(TaskRunner):
     def forget(self, task: RunningTask) -> None:
         if task.pid is not None:
             self.desk.close(task.pid)
+
+    def tell_stop(self, task: RunningTask) -> None:
+        if task.pid is not None:  # the task process only: its own children are its own
+            try:
+                os.kill(task.pid, signal.SIGUSR1)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def bounded(self, job: Job) -> Any:
+        if self.in_task_process is not None:
+            return holding(self.in_task_process.bounds)
+        return nullcontext()
 
     # -- what task processes ask -------------------------------------------------------------
     def serve_requests(self, by_pid: dict[int, RunningTask]) -> None:
@@ -388,15 +437,45 @@ class ForkedRunner(TaskRunner):
             for task in self.tasks.snapshot():
                 if task.origin is Origin.FORKED and task.overdue:
                     self.apply(task, Event.OVERDUE)
-                if task.kill_at is not None and now >= task.kill_at:  # canceled, past its grace
-                    task.kill_at = None
+                if task.kill_at is not None and now >= task.kill_at:  # canceled or released,
+                    task.kill_at = None                                 # past its grace
                     signal_group(task.pid, signal.SIGKILL)
+        if now >= self._next_weigh:
+            self._next_weigh = now + MEMORY_INTERVAL
+            self.weigh()
         if reaping and self._spare is not None and reap([self._spare.pid]):
             self._spare.close()
             self._spare = None  # died while waiting: the next task gets a new one
         super().collect()
         if not len(self.tasks) and self.worker.status == "running":
             self.worker.set_status("waiting")
+
+    def weigh(self) -> None:
+        """Stop the tasks whose processes use more memory than their `max_memory`."""
+        bounded = {task.pid: task for task in self.tasks.snapshot()
+                   if task.origin is Origin.FORKED and task.bounds.max_memory
+                   and task.state is TaskState.RUNNING and task.pid is not None}
+        if not bounded:
+            return
+        for pid, size in group_memory(bounded).items():
+            task = bounded[pid]
+            limit = task.bounds.max_memory
+            if limit is not None and size > limit:
+                task.over_limit = MemoryLimitExceeded(limit, size)
+                self.worker.log(f"[{task.queue_name}|{task.task_id}] {task.over_limit}",
+                                logging.ERROR)
+                self.apply(task, Event.OVERDUE)
+
+    def measured(self, task: RunningTask | None, usage: Any) -> None:
+        """Note the peak memory of a task process that ended, on the attempt it ran."""
+        if task is None:
+            return
+        task.usage = Usage.of(usage)
+        try:
+            task.job.record_peak_rss(task.usage.peak_rss, task.attempt)
+        except Exception as error:  # noqa: BLE001 - a measure is never worth a task
+            self.worker.log(f"[{task.queue_name}|{task.task_id}] its peak memory was not "
+                            f"noted: {error}", logging.WARNING)
 
     def collect_ended(self, reaping: bool) -> None:
         """Apply what task processes said on the notices pipe and asked on their lines,
@@ -414,12 +493,13 @@ class ForkedRunner(TaskRunner):
             elif task is not None:
                 self.apply(task, Event.RECORDED)
                 if kind == DoneNotices.DONE:
-                    self.exiting.add(pid)
+                    self.exiting[pid] = task
                     self.apply(task, Event.ENDED)
         if self.desk.busy:  # what an ended process asked before it ended is served too
             self.serve_requests(by_pid)
-        for pid, status in ended:
-            self.exiting.discard(pid)
+        for pid, status, usage in ended:
+            self.exiting.pop(pid, None)
+            self.measured(by_pid[pid], usage)
             self.apply(by_pid[pid], Event.ENDED, status)  # ignored if it said it was done
         if reaping:
             self.reap_exiting()
@@ -431,14 +511,15 @@ class ForkedRunner(TaskRunner):
 
     def reap_exiting(self, wait: bool = False) -> None:
         """Collect the task processes that said they are done and then exited."""
-        for pid, _ in reap(self.exiting):
-            self.exiting.discard(pid)
+        for pid, _, usage in reap(self.exiting):
+            self.measured(self.exiting.pop(pid, None), usage)
         if wait:
-            for pid in list(self.exiting):
+            for pid, task in list(self.exiting.items()):
                 try:
-                    os.waitpid(pid, 0)
+                    _, _, usage = os.wait4(pid, 0)
                 except ChildProcessError:
-                    pass
+                    continue
+                self.measured(task, usage)
             self.exiting.clear()
 
     # -- stopping ----------------------------------------------------------------------------------
@@ -446,13 +527,20 @@ class ForkedRunner(TaskRunner):
         """Apply `on_terminate` to the running tasks; True if some were left running.
 
         A worker ending by itself (max_loops, max_duration) waits for its tasks; the
-        policy applies to a stop signal (a second signal switches it to "requeue").
+        policy applies to a stop signal (a second signal switches it to "requeue"). With
+        "release", each task is told to save its place and return `Release`, and put
+        back as it is when it did, or when its process ended (killed once
+        `release_timeout` passed).
         """
         self.drop_spare()
         worker = self.worker
         deadline = None
         if worker.end_signal_caught and worker.terminate_timeout is not None:
             deadline = time.monotonic() + worker.terminate_timeout
+        if worker.end_signal_caught and worker.on_terminate == "release":
+            deadline = None  # each task has its release_timeout
+            for task in self.tasks.snapshot():
+                self.apply(task, Event.RELEASE)
         while len(self.tasks):
             if worker.end_signal_caught and worker.on_terminate == "detach":
                 for task in self.tasks.snapshot():  # a canceled task is not left to run on:

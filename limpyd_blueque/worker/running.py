@@ -10,9 +10,10 @@ worker do is `runners.TaskRunner.apply`'s business.
                  RECORDED            ENDED
     RUNNING ─────────────> RECORDED ─────────> ENDED
        │  LEASE_LOST  ─> LOST        ─ENDED─>    ▲
-       │  OVERDUE     ─> TIMED_OUT   ─ENDED─>    │
+       │  OVERDUE     ─> TIMED_OUT   ─ENDED─>    │   (over its run time or a bound)
        │  INTERRUPT   ─> INTERRUPTED ─ENDED─>    │
        │  CANCEL      ─> CANCELING   ─ENDED─>    │   (or RECORDED, or LEASE_LOST)
+       │  RELEASE     ─> RELEASING   ─ENDED─>    │   (or RECORDED, LEASE_LOST, CANCEL)
        └──────────────────── ENDED ──────────────┘
 """
 
@@ -25,10 +26,13 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Callable
 
+from ..exceptions import TaskKilled
+from ..protocol.bounds import Bounds
 from ..protocol.scripts import Lease, Reservation
 
 if TYPE_CHECKING:
     from ..models import Job, Queue
+    from .bounds import Usage
 
 
 class TaskState(str, Enum):
@@ -37,9 +41,11 @@ class TaskState(str, Enum):
     RUNNING = "running"          # its process runs it; its lease is renewed
     RECORDED = "recorded"        # its outcome is in Redis; its hooks may still run
     LOST = "lost"                # another attempt holds it now: its process is stopped
-    TIMED_OUT = "timed_out"      # over its maximum run time: its process is killed
+    TIMED_OUT = "timed_out"      # over its maximum run time or a bound: its process is killed
     INTERRUPTED = "interrupted"  # the worker stops: its process is stopped, it goes back
     CANCELING = "canceling"      # its cancel was asked: its process is stopped, it is canceled
+    RELEASING = "releasing"      # the worker stops: the task is told to save its place and
+                                 # return `Release`; put back as it is (killed past a timeout)
     ENDED = "ended"              # its process is gone; its slot is free
 
 
@@ -51,6 +57,7 @@ class Event(str, Enum):
     OVERDUE = "overdue"        # it ran past its maximum run time
     INTERRUPT = "interrupt"    # the worker stops and puts it back in line
     CANCEL = "cancel"          # its cancel was asked (`Job.cancel`)
+    RELEASE = "release"        # the worker stops and hands it over (on_terminate="release")
     ENDED = "ended"            # its process is gone, or said it is done
 
 
@@ -62,6 +69,11 @@ TRANSITIONS: dict[tuple[TaskState, Event], TaskState] = {
     (S.RUNNING, E.OVERDUE): S.TIMED_OUT,
     (S.RUNNING, E.INTERRUPT): S.INTERRUPTED,
     (S.RUNNING, E.CANCEL): S.CANCELING,
+    (S.RUNNING, E.RELEASE): S.RELEASING,
+    (S.RELEASING, E.RECORDED): S.RECORDED,
+    (S.RELEASING, E.LEASE_LOST): S.LOST,
+    (S.RELEASING, E.CANCEL): S.CANCELING,
+    (S.RELEASING, E.ENDED): S.ENDED,
     (S.CANCELING, E.RECORDED): S.RECORDED,
     (S.CANCELING, E.LEASE_LOST): S.LOST,
     (S.CANCELING, E.ENDED): S.ENDED,
@@ -106,6 +118,14 @@ class RunningTask:
     lease: str = ""
     #: when the beat last read its progress (Unix time; 0: never)
     progress_read_at: float = 0.0
+    #: its memory, CPU and soft time bounds, as resolved when it was launched
+    bounds: Bounds = field(default_factory=Bounds)
+    #: the bound it went over, which its process was killed for (None: none)
+    over_limit: TaskKilled | None = None
+    #: with on_terminate="release": when its process was told to stop (monotonic)
+    release_asked: float | None = None
+    #: what its process used, once it ended (a forked task's, from the kernel)
+    usage: Usage | None = None
 
     def __post_init__(self) -> None:
         if not self.lease and self.job.task is not None:
@@ -205,7 +225,8 @@ class RunningTasks:
     def leases(self) -> list[Lease]:
         """The leases to renew: of the tasks still running."""
         return [Lease(t.queue_name, t.task_id, t.attempt, t.ttr, t.lease) for t in self.snapshot()
-                if t.state in (TaskState.RUNNING, TaskState.TIMED_OUT, TaskState.CANCELING)]
+                if t.state in (TaskState.RUNNING, TaskState.TIMED_OUT, TaskState.CANCELING,
+                               TaskState.RELEASING)]
 
     def renewed(self, leases: list[Lease], deadlines: dict[str, str]) -> None:
         """Note the deadlines a renewal wrote, for the attempts it renewed (any thread)."""
@@ -216,9 +237,9 @@ class RunningTasks:
 
     def watched(self) -> bool:
         """True when some task needs the loop to look often (a run time limit, adoption,
-        a cancel's grace period, an outcome to try again)."""
+        a cancel's grace period, an outcome to try again, a memory bound)."""
         return any(t.max_run_time or t.origin is Origin.ADOPTED or t.kill_at is not None
-                   or t.retry_at is not None for t in self.snapshot())
+                   or t.retry_at is not None or t.bounds.max_memory for t in self.snapshot())
 
     # -- events from other threads ---------------------------------------------------------
     def post(self, task: RunningTask, event: Event, detail: Any = None) -> None:

@@ -18,6 +18,7 @@ from typing import Any, ClassVar, Generic, TypeVar, cast
 
 from ..exceptions import ConfigurationError
 from ..models import Error, Job, Queue
+from ..protocol.bounds import parse_size
 from ..protocol.keys import check_listener_id, check_queue_name
 from ..protocol.options import (
     DEFAULT_ERROR_TTL,
@@ -36,7 +37,7 @@ T = TypeVar("T")
 #: the logger a worker logs to unless told otherwise
 LOGGER_NAME = "limpyd-blueque"
 #: what a stopping worker may do with its running tasks (the `on_terminate` choices)
-TERMINATE_MODES = ("wait", "detach", "requeue")
+TERMINATE_MODES = ("wait", "detach", "requeue", "release")
 
 
 class Setting(Generic[T]):
@@ -194,6 +195,11 @@ def _check_names(setting: Setting[Any], value: object) -> object:
     return check_names(value, setting.name) if value else ()
 
 
+def _check_size(setting: Setting[Any], value: object) -> object:
+    """A number of bytes, or text such as "512M" or "2G" -> a whole number of bytes."""
+    return parse_size(value, setting.name)
+
+
 def _check_callable(setting: Setting[Any], value: object) -> object:
     if not callable(value):
         raise setting.refuse("must be callable", value)
@@ -233,7 +239,7 @@ KINDS: dict[str, Callable[[Setting[Any], object], Any]] = {
     "int": _check_number, "float": _check_number, "bool": _check_bool, "str": _check_str,
     "choice": _check_choice, "queues": _check_queues, "callable": _check_callable,
     "level": _check_level, "model": _check_model, "models": _check_models,
-    "names": _check_names,
+    "names": _check_names, "size": _check_size,
 }
 
 
@@ -278,6 +284,11 @@ class WorkerSettings:
     on_terminate: Setting[str] = Setting(
         "choice", "wait", "when stopping: wait for running tasks, detach or requeue them",
         choices=TERMINATE_MODES)
+    #: with on_terminate="release": seconds a task has to return `Release` once told
+    #: to stop (`Job.stop_requested`), before its processes are killed and it is put back
+    release_timeout: Setting[float] = Setting(
+        "float", 20.0, "with on_terminate=release: seconds a running task has to save its "
+        "place and return Release before it is stopped and put back", minimum=0)
     #: None: no limit
     terminate_timeout: Setting[float | None] = Setting(
         "float", None, "with on_terminate=wait and fork: seconds before requeuing the tasks "
@@ -342,6 +353,17 @@ class WorkerSettings:
     max_run_time: Setting[float | None] = Setting(
         "float", None, "seconds a task may run before it is killed and failed", minimum=0,
         above=True, optional=True)
+    #: the bounds of a forked task; a task's or its queue's own come first (see
+    #: protocol/bounds.py); None: no bound
+    max_memory: Setting[int | None] = Setting(
+        "size", None, "bytes (or 512M, 2G) a task's processes may use before they are "
+        "stopped and the task failed", optional=True, default_text="no limit")
+    cpu_limit: Setting[float | None] = Setting(
+        "float", None, "CPU seconds a task's process may use before the task is failed",
+        minimum=0, above=True, optional=True, default_text="no limit")
+    soft_time_limit: Setting[float | None] = Setting(
+        "float", None, "seconds a task runs before SoftTimeLimitExceeded is raised in it",
+        minimum=0, above=True, optional=True, default_text="no limit")
     schedule_interval: Setting[float] = Setting(
         "float", 1.0, "seconds between moves of due scheduled tasks", minimum=0, above=True)
     #: light cleans take back expired leases; None: half of `ttr`

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Callable
 
 from ..connection.clients import private_client
 from ..exceptions import REDIS_AWAY
+from ..protocol.bounds import Bounds
 from ..protocol.scripts import Reservation, Scripts
 from .heartbeat import watch_orphaned
 from .processes import EXIT_REDIS_UNAVAILABLE, Channel, DoneNotices
@@ -51,13 +52,17 @@ def run_spare(host: TaskHost, notices: DoneNotices | None, channel: Channel,
     payload = channel.receive()
     if payload is None:
         return 0
+    bounds = Bounds.from_payload(payload.pop("bounds", None))
+    queue_terms = payload.pop("queue_terms", None) or {}
     reservation = Reservation.from_payload(payload)
+    host.controls.terms = {reservation.queue: queue_terms}  # as read when it was handed
     job = host.models.job_for(reservation)  # its model, checked by `Worker.prepare`
     slot.append(RunningTask(job, host.queue(reservation.queue), Origin.FORKED,
                             pid=os.getpid()))
     outcomes = (relay_through(host, job, WorkerLink(channel, notices, parent))
                 if notices is not None else host.outcomes)
-    side = TaskProcess(host, notices, slot[0], outcomes, on_recorded=slot.clear)
+    side = TaskProcess(host, notices, slot[0], outcomes, on_recorded=slot.clear,
+                       bounds=bounds)
     hand_over(side)
     return side.run()
 
@@ -68,8 +73,11 @@ class TaskProcess:
 
     def __init__(self, host: TaskHost, notices: DoneNotices | None, task: RunningTask,
                  outcomes: OutcomeRecorder, *,
-                 on_recorded: Callable[[], None] = lambda: None) -> None:
+                 on_recorded: Callable[[], None] = lambda: None,
+                 bounds: Bounds | None = None) -> None:
         self.host = host
+        #: the CPU and soft time bounds its task's code runs in (`bounds.holding`)
+        self.bounds = bounds or Bounds()
         self.notices = notices
         self.task = task
         #: how the hooks record this task's outcomes here: through the worker (`relay`)
@@ -91,10 +99,21 @@ class TaskProcess:
         """The outcome is stored: the SIGTERM of a cancel no longer cuts the hooks short."""
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
+    def stop_requested(self, signum: int, frame: object) -> None:
+        """Its worker stops and hands the task over: tell the task, in its own thread (a
+        failing `on_stop_requested` is logged: it never breaks what runs)."""
+        task = self.task
+        try:
+            task.job.note_stop_requested(task.queue)
+        except Exception:  # noqa: BLE001
+            self.host.log(f"[{task.queue_name}|{task.task_id}] on_stop_requested failed",
+                          logging.ERROR, exc_info=True)
+
     def run(self) -> int:
         """Run the task; exit code 0 once its outcome is stored."""
         host, task = self.host, self.task
         host.set_task_process_title(task)
+        signal.signal(signal.SIGUSR1, self.stop_requested)
         try:
             host.perform(task.job, task.queue)
             self.recorded(task.job)  # in case no outcome step said so (a skipped task)

@@ -60,7 +60,7 @@ class TaskWatch:
         `progress` of the tasks read, by id."""
         now = time.time() if now is None else now
         for task in self.tasks.snapshot():
-            if task.state is not TaskState.RUNNING:
+            if task.state not in (TaskState.RUNNING, TaskState.RELEASING):
                 continue
             try:
                 if task.task_id in canceling:

@@ -16,6 +16,7 @@ import os
 import signal
 import time
 import traceback
+from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, cast
 
@@ -31,12 +32,15 @@ from ..exceptions import (
     MisfitKeySetAside,
     ProtocolError,
     QuarantinedTask,
+    Release,
     Retry,
     TaskKilled,
     UnknownJobModel,
     WorkerInterrupted,
 )
 from ..models import Job, JobModels, Queue
+from ..protocol.bounds import BOUND_TERMS, Bounds
+from ..protocol.bounds import resolve as resolve_bounds
 from ..protocol.liveness import listener_id_for
 from ..protocol.options import renewal_period, seconds
 from ..protocol.retries import RETRY_TERMS, RetryPolicy, asked_delay
@@ -44,6 +48,7 @@ from ..protocol.retries import resolve as resolve_retry
 from ..protocol.scripts import PassedOver, Reservation
 from ..protocol.statistics import Tally
 from ..protocol.values import encode, is_text, printable
+from .bounds import can_watch_memory
 from .controls import Controls
 from .heartbeat import LeaseKeeper, Terms
 from .outcomes import OutcomeRecorder, counted_attempts, error_text
@@ -451,7 +456,8 @@ class Worker(WorkerSettings):
         """Run a started task and record its outcome; True on success."""
         self.job_started(job, queue)
         try:
-            result = self.execute(job, queue)
+            with self.runner.bounded(job):
+                result = self.execute(job, queue)
             if job.delay_requested is not None:
                 raise Delay(job.delay_requested)
         except WorkerInterrupted:
@@ -464,6 +470,8 @@ class Worker(WorkerSettings):
         self.progress_done(job, queue)
         if job.settled:
             return self.settled_by_itself(job, queue)
+        if result is Release or isinstance(result, Release):
+            return self.released(job, queue)
         self.job_success(job, queue, result)
         return True
 
@@ -475,6 +483,8 @@ class Worker(WorkerSettings):
             return self.delay_asked(job, queue, exception)
         if isinstance(exception, Canceled):
             return self.cancel_asked(job, queue)
+        if isinstance(exception, Release) and not job.settled:
+            return self.released(job, queue)
         if job.settled:  # it released or buried itself, then failed: that stands
             return self.settled_by_itself(job, queue)
         self.job_error(job, queue, exception, trace)
@@ -631,6 +641,30 @@ class Worker(WorkerSettings):
         (self.job_canceled if self.recorder().cancel(job) else self.job_skipped)(job, queue)
         return False
 
+    def released(self, job: Job, queue: Queue) -> bool:
+        """The task returned (or raised) `Release`: put it back at the front of its line
+        as it is, its attempt not counted, for another worker to resume from its
+        checkpoint; a task no longer held is skipped."""
+        if not self.recorder().release(job):
+            self.job_skipped(job, queue)
+            return False
+        if job.settled == "canceled":  # its cancel was asked first
+            self.job_canceled(job, queue)
+            return False
+        self.runner.recorded(job)
+        self.log(f"{self._tag(job, queue)} released: back at the front of its queue, to "
+                 "resume from its checkpoint")
+        return False
+
+    def requeue_released(self, task: RunningTask) -> None:
+        """A released task's process ended without putting it back (past its
+        `release_timeout`, killed): put it back at the front of its queue, its attempt
+        not counted, if it is still ours (the attempt fences the old process out)."""
+        if task.job.requeue(listener_id=task.reservation.node or self.id, attempt=task.attempt,
+                            front=True, uncounted=True):
+            self.log(f"[{task.queue_name}|{task.task_id}] released: back at the front of the "
+                     "queue, to resume from its checkpoint")
+
     def requeue_interrupted(self, task: RunningTask) -> None:
         """Put an interrupted task back at the front of its queue, if it is still ours."""
         if task.job.requeue(listener_id=task.reservation.node or self.id, attempt=task.attempt,
@@ -737,13 +771,23 @@ class Worker(WorkerSettings):
         be), else this worker's (see protocol/retries.py)."""
         found = job.__dict__.get("_retry_policy")
         if found is None:
-            queue_settings = self.controls.retries.get(job.known.get("queue") or "", {})
+            queue_settings = self.queue_terms(job.known.get("queue") or "")
             worker = {name: getattr(self, name) for name in (
                 "requeue_times", "requeue_delay_delta", *RETRY_TERMS, "no_retry_for")}
             limit = job.task.max_attempts if job.task is not None else self.max_attempts
             found = job.__dict__["_retry_policy"] = resolve_retry(job.known, queue_settings,
                                                                   worker, limit)
         return cast("RetryPolicy", found)
+
+    def bounds_of(self, job: Job) -> Bounds:
+        """The memory, CPU and soft time bounds of a task: its own fields, else its
+        queue's settings (as last read), else this worker's (see protocol/bounds.py)."""
+        return resolve_bounds(job.known, self.queue_terms(job.known.get("queue") or ""),
+                              {name: getattr(self, name) for name in BOUND_TERMS})
+
+    def queue_terms(self, name: str) -> Mapping[str, str]:
+        """The queue's own retry settings and bounds, as this worker read them last."""
+        return self.controls.terms.get(name, {})
 
     def job_requeued(self, job: Job, queue: Queue) -> None:
         """The failed task is back in line: log, then `on_requeued`."""
@@ -863,6 +907,16 @@ def refuse_what_runners_cannot(worker: Worker, runner: type[TaskRunner]) -> None
     if not runner.can_detach and worker.on_terminate == "detach":
         raise ConfigurationError("on_terminate='detach' needs fork=True: an in-process "
                                  "task cannot outlive its worker")
+    if not runner.can_bound:
+        for name in ("max_memory", "cpu_limit"):
+            if getattr(worker, name) is not None:
+                raise ConfigurationError(f"{name} needs fork=True: in the worker's own process, "
+                                         "its memory and CPU time would count")
+        if worker.on_terminate == "release":
+            raise ConfigurationError("on_terminate='release' needs fork=True: an in-process "
+                                     "task cannot be stopped at its release_timeout")
+    elif worker.max_memory is not None and not can_watch_memory():
+        raise ConfigurationError("max_memory needs /proc (Linux) to read the memory of tasks")
     if not runner.can_time_out and worker.terminate_timeout is not None:
         raise ConfigurationError("terminate_timeout needs fork=True: an in-process task "
                                  "stops only for on_terminate='requeue' or a second signal")

@@ -16,10 +16,11 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from helpers import kill_task_processes, script, start_worker, wait_for
+from helpers import kill_task_processes, script, signals_scene, start_worker, wait_for
 from jobs import RecordingJob
 
 from limpyd_blueque import Job, Queue, Worker
+from limpyd_blueque.operations.overview import live_workers
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -64,7 +65,8 @@ STATUSES = ("waiting", "scheduled", "pending", "reserved", "started", "complete"
             "canceled", "buried", "expired", "total")
 QUEUE = {"queue": str, "tasks": {name: int for name in STATUSES}, "stalled": int,
          "listeners": int, "oldest_waiting": ({"id": str, "age": OPTIONAL_NUMBER}, None),
-         "finished": {"last_minute": COUNTS, "last_hour": COUNTS}, "paused": bool}
+         "finished": {"last_minute": COUNTS, "last_hour": COUNTS}, "paused": bool,
+         "waiting": int, "running": int, "held_back": int}
 PROGRESS = {"done": NUMBER, "total": OPTIONAL_NUMBER, "fraction": OPTIONAL_NUMBER,
             "message": OPTIONAL_STR, "moved_at": str, "time_left": OPTIONAL_NUMBER,
             "attempt": int}
@@ -76,7 +78,8 @@ ERROR = {"pk": str, "queue": str, "job": str, "identifier": OPTIONAL_STR, "at": 
 WORKER = {"id": str, "host": str, "pid": int, "queues": [str],
           "running": [{"id": str, "queue": str}], "since": str, "last_beat": str,
           "alive_until": str, "concurrency": int, "running_count": int,
-          "load": (float, int, type(None)), "state": str, "paused": [str]}
+          "load": (float, int, type(None)), "state": str, "paused": [str], "idle": bool,
+          "stopping": bool}
 RECORD = {"id": str, "at": str, "fields": dict,
           "attempts": {"attempt": int, "uncounted": int, "max_attempts": (int, type(None)),
                        "next_at": OPTIONAL_NUMBER},
@@ -140,6 +143,7 @@ def test_stats_counts_each_status_listeners_oldest_and_recent_finishes(redis_url
                                                   "failed", "total")} == {
         "pending": 2, "scheduled": 1, "complete": 3, "failed": 2, "total": 8}
     assert (row["stalled"], row["listeners"]) == (0, 0)
+    assert (row["waiting"], row["running"], row["held_back"]) == (2, 0, 0)
     assert row["oldest_waiting"]["id"] == scene["pending"][0]  # first in line, enqueued first
     assert row["finished"]["last_hour"] == {"complete": 3, "failed": 2, "canceled": 0}
     assert all(row["finished"]["last_minute"][name] <= row["finished"]["last_hour"][name]
@@ -152,6 +156,15 @@ def test_stats_counts_each_status_listeners_oldest_and_recent_finishes(redis_url
     activity = lines[lines.index("activity") + 3].split()  # title, header, rule, row
     assert (activity[:3], activity[-1]) == ([Q, "0", "0"], "3/2")  # last hour: done/failed
     assert "\x1b" not in table.stdout  # no colour off a terminal
+
+
+def test_stats_give_each_queue_its_tasks_waiting_running_and_held_back(redis_url, database):
+    waiting, running, held_back = signals_scene("sig")
+    (row,) = document(blueque(redis_url, "stats", "sig", "--json"))["queues"]
+    assert (row["waiting"], row["running"], row["held_back"]) == (waiting, running, held_back)
+    # pending counts the tasks held back too; running, the reserved and started ones
+    assert (row["tasks"]["pending"], row["tasks"]["reserved"], row["tasks"]["started"]) == (
+        waiting + held_back, 1, 1)
 
 
 def test_tasks_lists_rows_by_status_and_queue_within_a_limit(redis_url, scene):
@@ -325,6 +338,7 @@ def test_workers_tasks_inspect_and_watch_show_a_running_task(redis_url, running)
     assert (row["pid"], row["queues"], row["running"]) == (worker.pid, [Q],
                                                            [{"id": job.task_id, "queue": Q}])
     assert row["last_beat"] <= row["alive_until"]
+    assert (row["idle"], row["stopping"]) == (False, False)
     (task,) = document(started)["tasks"]
     assert (task["id"], task["node"]) == (job.task_id, row["id"])
     assert task["started"] is not None and task["attempt"] == 1
@@ -340,6 +354,68 @@ def test_workers_tasks_inspect_and_watch_show_a_running_task(redis_url, running)
     assert table.returncode == 0, table.stderr
     line = next(line for line in table.stdout.splitlines() if line.startswith(job.task_id))
     assert "━" in line and "/300 " in line  # its bar, its count
+
+
+def test_a_worker_told_to_stop_reads_stopping_while_its_task_runs_on(redis_url, running):
+    worker, job = running
+    (row,) = document(blueque(redis_url, "workers", "--json"))["workers"]
+    assert document(blueque(redis_url, "workers", "--stop", row["id"], "--json")) == {
+        "worker": row["id"], "order": "stop"}
+    # the order waits for it, then its state says it (on_terminate=wait: its task goes on)
+    wait_for(lambda: live_workers().workers[0].stopping, timeout=10)
+    wait_for(lambda: live_workers().workers[0].state in ("stopping", "terminating"),
+             timeout=10)
+    assert Queue.worker_orders() == {}  # read: only its state says it now
+    (row,) = document(blueque(redis_url, "workers", "--json"))["workers"]
+    assert (row["idle"], row["stopping"]) == (False, True)
+    assert worker.poll() is None and job.status.hget() == "started"
+
+
+def test_an_idle_worker_reads_idle_and_not_stopping(redis_url, database, conn):
+    Queue.named(Q).enqueue("").delete()  # a known queue, with nothing to run
+    worker = start_worker(redis_url, f"--queues={Q}", "--timeout=0.2")
+    try:
+        wait_for(lambda: [row for row in live_workers().workers if row.state == "waiting"],
+                 timeout=20)
+        (row,) = document(blueque(redis_url, "workers", "--json"))["workers"]
+        assert (row["pid"], row["running"], row["running_count"]) == (worker.pid, [], 0)
+        assert (row["idle"], row["stopping"]) == (True, False)
+    finally:
+        worker.kill()
+        worker.wait()
+
+
+def test_idle_and_stopping_read_from_what_each_record_says(redis_url, database, conn):
+    """Records written as workers write them: older ones (no state, no count: idle read
+    from their reserved lists), one told to stop that did not read it yet, one whose
+    state says it stops."""
+    keys = Job.keys()
+    held = Queue.named(Q).enqueue("held")
+    records = {
+        "old.host_1": ({}, [held.task_id]),
+        "old.host_2": ({}, []),
+        "told.host_3": ({"running_count": 0, "state": "waiting"}, []),
+        "ending.host_4": ({"running_count": 1, "state": "terminating"}, []),
+        "quiet.host_5": ({"running_count": 0, "state": "quiet"}, []),
+    }
+    for worker_id, (said, reserved) in records.items():
+        identity = {"host": worker_id.split("_")[0], "pid": int(worker_id.split("_")[1]),
+                    "queues": [Q], "since": time.time(), "liveness_timeout": 10, **said}
+        conn.hset(keys.workers_info, worker_id, json.dumps(identity))
+        conn.zadd(keys.workers, {worker_id: time.time() + 60})
+        for task_id in reserved:
+            conn.lpush(keys.reserved(Q, worker_id), task_id)
+    assert Queue.tell_worker("told.host_3", "stop")
+    assert Queue.tell_worker("quiet.host_5", "quiet")
+    as_json, table = blueques(redis_url, ["workers", "--json"], ["workers"])
+    rows = {row["id"]: row for row in document(as_json)["workers"]}
+    assert {worker_id: (row["idle"], row["stopping"]) for worker_id, row in rows.items()} == {
+        "old.host_1": (False, False), "old.host_2": (True, False),
+        "told.host_3": (True, True), "ending.host_4": (False, True),
+        "quiet.host_5": (True, False)}
+    assert table.returncode == 0, table.stderr
+    line = next(line for line in table.stdout.splitlines() if line.startswith("told.host_3"))
+    assert "waiting (told to stop)" in line
 
 
 def test_cancel_of_a_running_task_is_requested_then_recorded(redis_url, running):

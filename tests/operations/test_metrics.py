@@ -11,7 +11,7 @@ import time
 import urllib.request
 
 import pytest
-from helpers import script, wait_for
+from helpers import script, signals_scene, wait_for
 from prometheus_client.parser import text_string_to_metric_families
 
 from limpyd_blueque import Job, Queue, Worker
@@ -273,3 +273,15 @@ def test_tasks_held_back_by_a_limit_are_a_gauge_per_queue(conn):
     assert Queue.reserve_from(["held"], "host_1")[0] is None  # a is held back
     parsed = samples(scrape_text())
     assert value(parsed, "blueque_tasks_held_back", queue="held") == 2
+
+
+def test_tasks_waiting_running_and_held_back_are_gauges_per_queue(conn):
+    waiting, running, held_back = signals_scene("sig")
+    Queue.named("idle").enqueue({}).delete()
+    parsed = samples(scrape_text())
+    assert [value(parsed, name, queue="sig") for name in (
+        "blueque_waiting_tasks", "blueque_running_tasks", "blueque_tasks_held_back")] == [
+        waiting, running, held_back]
+    assert value(parsed, "blueque_tasks", queue="sig", status="pending") == waiting + held_back
+    assert [value(parsed, name, queue="idle") for name in (
+        "blueque_waiting_tasks", "blueque_running_tasks", "blueque_tasks_held_back")] == [0, 0, 0]

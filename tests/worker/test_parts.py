@@ -36,7 +36,7 @@ def running_task(queue_name="p", attempt="1", ttr=None, max_run_time=None, origi
 
 
 # -- the state machine ------------------------------------------------------------------------
-def test_every_state_but_running_timed_out_and_canceling_has_only_the_end_ahead(database):
+def test_every_state_but_running_timed_out_canceling_and_releasing_has_only_the_end_ahead(database):
     for state in TaskState:
         allowed = {event for (source, event) in TRANSITIONS if source is state}
         if state is TaskState.RUNNING:
@@ -46,6 +46,9 @@ def test_every_state_but_running_timed_out_and_canceling_has_only_the_end_ahead(
         elif state is TaskState.CANCELING:  # it may store its outcome (filed as canceled),
             # or lose its lease, before its process ends
             assert allowed == {Event.RECORDED, Event.LEASE_LOST, Event.ENDED}
+        elif state is TaskState.RELEASING:  # it may return Release (recorded), lose its
+            # lease, or be canceled, before its process ends
+            assert allowed == {Event.RECORDED, Event.LEASE_LOST, Event.CANCEL, Event.ENDED}
         elif state is TaskState.ENDED:
             assert allowed == set()
         else:

@@ -22,7 +22,7 @@ SAMPLES = {
     "level": ("DEBUG", "DEBUG"), "callable": ("jobs.callback", "jobs.callback"),
     "model": ("jobs.RecordingJob", "jobs.RecordingJob"),
     "models": ("jobs.RecordingJob,jobs.OtherJob", "jobs.RecordingJob,jobs.OtherJob"),
-    "names": ("KeyError,app.Fatal", "KeyError,app.Fatal"),
+    "names": ("KeyError,app.Fatal", "KeyError,app.Fatal"), "size": ("512M", 512 * 1024**2),
 }
 
 
@@ -210,7 +210,7 @@ def test_every_default_but_the_queues_passes_its_own_check(setting):
     ("concurrency", 0, "concurrency must be at least 1, not 0"),
     ("timeout", "5", "timeout must be a number, not '5'"),
     ("max_loops", 1.5, "max_loops must be a whole number, not 1.5"),
-    ("on_terminate", "later", "on_terminate must be one of wait, detach, requeue, not 'later'"),
+    ("on_terminate", "later", "on_terminate must be one of wait, detach, requeue, release, not 'later'"),
     ("job_model", dict, "job_model must be a subclass of Job"),
     ("queue_model", Job, "queue_model must be a subclass of Queue"),
     ("callback", "not callable", "callback must be callable"),
@@ -252,7 +252,7 @@ def test_the_table_order_is_the_parameters_order():
     assert WorkerSettings.parameters == tuple(setting.name for setting in SETTINGS)
     assert WorkerSettings.parameters[:3] == ("queues", "callback", "job_model")
     assert WorkerSettings.parameters[-1] == "update_title"
-    assert len(set(WorkerSettings.parameters)) == len(SETTINGS) == 44
+    assert len(set(WorkerSettings.parameters)) == len(SETTINGS) == 48
 
 
 def test_configure_settings_checks_and_normalizes_every_setting():

@@ -28,6 +28,7 @@ from ..inspection import (
 )
 from ..overview import (
     RUNNING_PAGE,
+    STOPPING_STATES,
     TaskRow,
     live_workers,
     queue_names,
@@ -202,8 +203,7 @@ def errors() -> str:
 
 
 #: the states a worker says it is in once it has seen each order
-ORDER_SEEN = {"quiet": ("quiet", "stopping", "terminating", "terminated"),
-              "stop": ("stopping", "terminating", "terminated")}
+ORDER_SEEN = {"quiet": ("quiet", *STOPPING_STATES), "stop": STOPPING_STATES}
 
 
 @blueprint.route("/workers")
