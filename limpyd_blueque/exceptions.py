@@ -98,11 +98,9 @@ class MemoryLimitExceeded(TaskKilled):
     """The processes of a task used more memory than its `max_memory`: they were killed."""
 
     def __init__(self, limit: int, size: int) -> None:
-        from .protocol.bounds import size_text
-
-        super().__init__(f"the task's processes reached {size_text(size)} ({size} bytes), over "
-                         f"its max_memory of {size_text(limit)} ({limit} bytes), and were "
-                         "stopped", "max_memory")
+        super().__init__(f"the task's processes reached {size / 2**20:.4g} MiB ({size} bytes), "
+                         f"over its max_memory of {limit / 2**20:.4g} MiB ({limit} bytes), and "
+                         "were stopped", "max_memory")
         self.limit = limit
         self.size = size
 

@@ -14,6 +14,7 @@ from ..connection.errors import reaching
 from ..exceptions import ConfigurationError, ProtocolError, TaskNotFound
 from ..models import Error, Job
 from ..models.progress import CheckpointRecord
+from ..protocol.bounds import size_text
 from ..protocol.keys import QUEUE_NAME_RE
 from ..protocol.liveness import server_time
 from ..protocol.statuses import RUNNING, Status
@@ -180,6 +181,8 @@ class TaskRecord(Result):
     lease: dict[str, Any] | None
     errors: list[ErrorRow]
     skipped: list[Skipped] = field(default_factory=list)
+    #: the peak memory of its last forked process, in bytes (None: not noted)
+    peak_rss: int | None = None
 
     def shown_fields(self) -> list[tuple[str, str]]:
         """The task's fields by name as people read them (the `blueque inspect` table,
@@ -192,6 +195,8 @@ class TaskRecord(Result):
                 value = when(value, self.at)
             elif name == "error":
                 name = previous_error_label(self.fields) or name
+            elif name == "peak_rss" and value.isdigit():
+                value = f"{size_text(int(value))} ({value} bytes)"
             shown.append((name, value))
         return shown
 
@@ -199,7 +204,7 @@ class TaskRecord(Result):
 def inspect_task(task_id: str, errors: int = 20, job_model: type[Job] = Job,
                  error_model: type[Error] = Error) -> TaskRecord:
     """Every field of a task, its attempts, progress, checkpoint (its size, not its
-    state), lease (when it ends, who holds it) and its `errors` newest stored errors.
+    state), peak memory, lease (when it ends, who holds it) and its `errors` newest stored errors.
     `TaskNotFound` when there is no such task, `ProtocolError` when its key is not a hash."""
     client, keys = job_model.client(), job_model.keys()
     job_model.load(task_id)  # TaskNotFound
@@ -232,7 +237,8 @@ def inspect_task(task_id: str, errors: int = 20, job_model: type[Job] = Job,
         checkpoint=_checkpoint(values.get("checkpoint")),
         lease=_lease(now, values, keys.leases(queue), lease_score, skipped),
         errors=stored_errors(ErrorQuery(job=task_id, limit=errors), error_model)
-        if errors else [], skipped=skipped)
+        if errors else [], skipped=skipped,
+        peak_rss=whole(values.get("peak_rss")))
 
 
 def _lease(now: float, values: dict[str, str], key: str, score: object,

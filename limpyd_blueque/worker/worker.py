@@ -276,6 +276,11 @@ class Worker(WorkerSettings):
         try:
             detached = self.runner.terminate()
             self.write_tally()
+            if self.controls.order == "stop":  # done: not for the next worker of this id
+                try:
+                    self.queue_model.tell_worker(self.id, None)
+                except REDIS_AWAY:  # the next worker of this id forgets it at its start
+                    pass
             if self.keeper is not None:
                 try:
                     self.keeper.stop(detached)
@@ -305,10 +310,9 @@ class Worker(WorkerSettings):
         order = self.controls.order
         if order == order_before:
             return
-        if order == "stop":
+        if order == "stop":  # (removed once stopped: it reads as stopping until then)
             self.log("told to stop: no new task taken, then stopping", logging.WARNING)
-            self.queue_model.tell_worker(self.id, None)  # done: not for the next of this id
-            self.end_forced = True
+            self.end_forced = self.end_signal_caught = True  # its tasks as on_terminate says
             self.runner.stop_signal()
         elif order == "quiet":
             self.log("told to be quiet: no new task taken", logging.WARNING)

@@ -87,7 +87,7 @@ RECORD = {"id": str, "at": str, "fields": dict,
           "checkpoint": ({"size": int, "attempt": int, "at": str}, None),
           "lease": ({"holder": OPTIONAL_STR, "expires_at": OPTIONAL_STR,
                      "expires_in": OPTIONAL_NUMBER}, None),
-          "errors": [ERROR], "skipped": SKIPPED}
+          "errors": [ERROR], "skipped": SKIPPED, "peak_rss": (int, type(None))}
 RESULTS = [{"id": str, "outcome": str, "detail": OPTIONAL_STR}]
 REPORT = {"relisted": [{"id": str, "key": str}], "indexed": [str], "recovered": dict,
           "dropped": [{"key": str, "member": str}],
@@ -165,6 +165,22 @@ def test_stats_give_each_queue_its_tasks_waiting_running_and_held_back(redis_url
     # pending counts the tasks held back too; running, the reserved and started ones
     assert (row["tasks"]["pending"], row["tasks"]["reserved"], row["tasks"]["started"]) == (
         waiting + held_back, 1, 1)
+
+
+def test_held_groups_or_orders_of_another_type_are_skipped_and_count_none(redis_url, scene,
+                                                                          conn):
+    keys = Job.keys()
+    conn.set(keys.groups_held(Q), "not a sorted set")
+    conn.set(keys.worker_orders, "not a hash")
+    conn.zadd(keys.workers, {"box_1": time.time() + 60})
+    stats, workers = (document(result) for result in blueques(
+        redis_url, ["stats", Q, "--json"], ["workers", "--json"]))
+    (row,) = stats["queues"]
+    assert (row["waiting"], row["held_back"]) == (2, 0)
+    assert [item["key"] for item in stats["skipped"]] == [keys.groups_held(Q)]
+    (worker,) = workers["workers"]
+    assert (worker["idle"], worker["stopping"]) == (True, False)
+    assert [item["key"] for item in workers["skipped"]] == [keys.worker_orders]
 
 
 def test_tasks_lists_rows_by_status_and_queue_within_a_limit(redis_url, scene):
@@ -365,7 +381,7 @@ def test_a_worker_told_to_stop_reads_stopping_while_its_task_runs_on(redis_url, 
     wait_for(lambda: live_workers().workers[0].stopping, timeout=10)
     wait_for(lambda: live_workers().workers[0].state in ("stopping", "terminating"),
              timeout=10)
-    assert Queue.worker_orders() == {}  # read: only its state says it now
+    assert Queue.worker_orders() == {row["id"]: "stop"}  # kept until it stopped
     (row,) = document(blueque(redis_url, "workers", "--json"))["workers"]
     assert (row["idle"], row["stopping"]) == (False, True)
     assert worker.poll() is None and job.status.hget() == "started"

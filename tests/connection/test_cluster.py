@@ -216,14 +216,24 @@ def test_what_an_operator_reads_works_on_a_cluster(bound):
 
     for n in range(5):
         Queue.named(f"ops-{n}").enqueue_many([{}] * (n + 1))
+    held = Queue.named("ops-held")
+    held.set_limit("a", max_running=1)
+    held.enqueue_many([{}] * 3, group="a")
+    assert Queue.reserve_from(["ops-held"], "host_1")[0] is not None
+    assert Queue.reserve_from(["ops-held"], "host_1")[0] is None  # a is held back
     overview = queue_overviews()
     assert {row.queue: row.tasks["pending"] for row in overview.queues} == {
-        f"ops-{n}": n + 1 for n in range(5)}
-    assert len(task_rows(limit=100).tasks) == 15
+        **{f"ops-{n}": n + 1 for n in range(5)}, "ops-held": 2}
+    assert {row.queue: (row.waiting, row.running, row.held_back)
+            for row in overview.queues} == {
+        **{f"ops-{n}": (n + 1, 0, 0) for n in range(5)}, "ops-held": (0, 1, 2)}
+    assert len(task_rows(limit=100).tasks) == 15 + 3
     samples = {(sample.name, sample.labels.get("queue"), sample.labels.get("status")): sample.value
                for family in text_string_to_metric_families(generate_latest(registry()).decode())
                for sample in family.samples}
     assert samples[("blueque_tasks", "ops-4", "pending")] == 5
+    assert samples[("blueque_waiting_tasks", "ops-4", None)] == 5
+    assert samples[("blueque_tasks_held_back", "ops-held", None)] == 2
 
 
 @pytest.mark.asyncio

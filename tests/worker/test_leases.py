@@ -214,8 +214,8 @@ def test_a_task_over_its_max_run_time_is_killed_and_failed(database, conn, fork)
     Worker("w", job_model=RecordingJob, fork=fork, max_loops=1, timeout=0.2).run()
     assert time.monotonic() - started < 10
     assert job.status.hget() == "failed"
-    assert job.error.hget().startswith("TimeLimitExceeded: the task ran longer than its maximum run "
-                                       "time of 0.5 seconds")
+    assert job.error.hget().startswith("TimeLimitExceeded: the task ran longer than its "
+                                       "maximum run time of 0.5 seconds")
     run = next(e for e in events(conn, job.pk.get()) if e["event"] == "run")
     assert alive(run["pid"]) is not fork  # a task process is killed; in-process, interrupted
 
