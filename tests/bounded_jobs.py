@@ -22,7 +22,7 @@ def steps_key(task_id):
 
 
 class BoundedJob(Job):
-    """`{"do": ...}`: "allocate" (`bytes` of memory, held), "spin" (a busy loop; with
+    """`{"do": ...}`: "allocate" (`bytes` of memory, held `hold` seconds), "spin" (a busy loop; with
     `stubborn`, it catches what is raised in it and spins on), "grandchild" (starts a
     process that starts one more, both sleeping, recorded as `family`), "soft" (sleeps,
     catches `SoftTimeLimitExceeded`, checkpoints and returns), "steps" (`n` steps of
@@ -36,7 +36,7 @@ class BoundedJob(Job):
         if do == "allocate":
             held = b"x" * int(options["bytes"])  # written: every page is the task's own
             record(self, "allocated", size=len(held))
-            time.sleep(LONGEST)
+            time.sleep(float(options.get("hold", LONGEST)))
             return len(held)
         if do == "spin":
             deadline = time.monotonic() + LONGEST

@@ -59,6 +59,9 @@ class Job(Task):
     _cancel_seen = False
     _cancel_checked = 0.0
     _stop_seen = False
+    #: the peak memory (bytes) of the process that ran this attempt, noted with its
+    #: outcome (set by its worker for a forked task; None: not measured)
+    measured_peak: int | None = None
 
     @classmethod
     def get_model_repr(cls) -> str:
@@ -100,7 +103,7 @@ class Job(Task):
                 listener_id: str | None = None, attempt: int | None = None,
                 delay: float | timedelta | None = None, error: Any = None,
                 front: bool = False, priority_delta: int | None = None,
-                uncounted: bool = False) -> bool:
+                uncounted: bool = False, peak_rss: int | None = None) -> bool:
         """Put the task back in line, in one step: pending at once (at the back of its
         priority, or its `front`), or scheduled for later (`delay`/`delayed_for` seconds
         from now, or at `delayed_until`), with a new `priority` (or its own changed by
@@ -108,7 +111,8 @@ class Job(Task):
 
         A task held by a listener is put back by its holder: `listener_id` (default: its
         `node`) and, when given, `attempt`; `error`, when given, is stored; with
-        `uncounted` this attempt does not count toward its maximum. Returns False when
+        `uncounted` this attempt does not count toward its maximum; `peak_rss` (bytes) is
+        noted. Returns False when
         the caller no longer holds it (see `complete`). A failed, canceled, expired or
         buried task goes back in line with its attempts no longer counted (False if its
         status changed meanwhile). Any other status raises `InvalidTransition`; a task stays in its
@@ -132,7 +136,8 @@ class Job(Task):
         if priority is not None:
             priority_delta = priority - priority_of(self.priority.hget())
         return self._put_back(queue, listener_id, attempt, now, eta=eta, error=error,
-                              front=front, priority_delta=priority_delta, uncounted=uncounted)
+                              front=front, priority_delta=priority_delta, uncounted=uncounted,
+                              peak_rss=peak_rss)
 
     def delay(self, wait: float | timedelta) -> None:
         """From inside the task's code: run it again `wait` seconds from now (a number or a
@@ -307,18 +312,14 @@ class Job(Task):
         self._stop_seen = True
         self.on_stop_requested(queue)
 
-    def record_peak_rss(self, peak_rss: int, attempt: int) -> bool:
-        """Note the peak memory (bytes) of the process that ran `attempt` (its worker does,
-        once that process ended); False when the task is gone or runs another attempt."""
-        return self.scripts().reports.measured(self.task_id, attempt, peak_rss)
-
     def record_canceled(self, why: Any, *, listener_id: str | None = None,
-                        attempt: int | None = None, tally: Tally | None = None) -> bool:
+                        attempt: int | None = None, tally: Tally | None = None,
+                        peak_rss: int | None = None) -> bool:
         """Its holder files the running task as canceled (it stopped on a cancel request),
         storing `why` in its `error` field; False when the caller no longer holds it.
         Counted in `tally` when given (see `complete`)."""
         return self._finish(Status.CANCELED, why, listener_id, None, self._attempt(attempt),
-                            tally)
+                            tally, peak_rss)
 
     @property
     def duration(self) -> timedelta | None:

@@ -310,10 +310,11 @@ class Task(BluequeModel):
                          + (f" in attempt {attempt}" if attempt is not None else ""))
 
     def _finish(self, status: Status, value: Any, listener_id: str | None, pid: int | None,
-                attempt: int | None, tally: Tally | None = None) -> bool:
+                attempt: int | None, tally: Tally | None = None,
+                peak_rss: int | None = None) -> bool:
         """The holder's finish step; a task whose cancel was asked is filed as canceled
         (`settled` then says "canceled"). Counted in `tally` when given (see
-        `statistics.Tally`), else by the step itself."""
+        `statistics.Tally`), else by the step itself; `peak_rss` noted when given."""
         what = "result" if status is Status.COMPLETE else "error"
         text = encode(value, what)
         queue = self._queue_name()
@@ -325,7 +326,8 @@ class Task(BluequeModel):
         reserved = self.task
         outcome = self.scripts().finish(
             queue, self.task_id, listener_id, status.value, text, time.time(), pid, attempt,
-            self.retention, tally, reserved.queue_ttl(status.value) if reserved else None)
+            self.retention, tally, reserved.queue_ttl(status.value) if reserved else None,
+            peak_rss)
         if outcome.missing:
             raise TaskNotFound(self.task_id)
         if outcome.followed:
@@ -344,7 +346,7 @@ class Task(BluequeModel):
 
     def complete(self, result: Any = "", *, listener_id: str | None = None,
                  pid: int | None = None, attempt: int | None = None,
-                 tally: Tally | None = None) -> bool:
+                 tally: Tally | None = None, peak_rss: int | None = None) -> bool:
         """Blueque "Task Completed Successfully": store `result`, move to the complete list.
 
         Only the holder may complete: `listener_id` (default: the task's `node`) and,
@@ -352,24 +354,29 @@ class Task(BluequeModel):
         it was refused (finished already, or now held by another listener or attempt):
         a task is finished exactly once. A worker counts its steps in its `tally`
         (`statistics.Tally`); without one, the step counts itself in its queue's counters.
+        `peak_rss`: the peak memory (bytes) of the process that ran it, noted on the task.
         """
-        return self._finish(Status.COMPLETE, result, listener_id, pid, attempt, tally)
+        return self._finish(Status.COMPLETE, result, listener_id, pid, attempt, tally,
+                            peak_rss)
 
     def fail(self, error: Any, *, listener_id: str | None = None, pid: int | None = None,
-             attempt: int | None = None, tally: Tally | None = None) -> bool:
+             attempt: int | None = None, tally: Tally | None = None,
+             peak_rss: int | None = None) -> bool:
         """Blueque "Task Failed": store `error`, move to the failed list. See `complete`."""
-        return self._finish(Status.FAILED, error, listener_id, pid, attempt, tally)
+        return self._finish(Status.FAILED, error, listener_id, pid, attempt, tally, peak_rss)
 
     def _put_back(self, queue: str, listener_id: str | None, attempt: int | None, now: float,
                   *, eta: float | None = None, error: Any = None, front: bool = False,
-                  priority_delta: int | None = None, uncounted: bool = False) -> bool:
+                  priority_delta: int | None = None, uncounted: bool = False,
+                  peak_rss: int | None = None) -> bool:
         """The holder's requeue step (see `requeue`)."""
         if listener_id is None:
             listener_id = self.known.get("node") or self.node.hget() or ""
         outcome = self.scripts().requeue(
             queue, self.task_id, listener_id, now, attempt=attempt, eta=eta,
             error=None if error is None else encode(error, "error"), front=front,
-            priority_delta=priority_delta, uncounted=uncounted, retention=self.retention)
+            priority_delta=priority_delta, uncounted=uncounted, retention=self.retention,
+            peak_rss=peak_rss)
         if outcome.missing:
             raise TaskNotFound(self.task_id)
         return self._settle(outcome.done, "canceled") if outcome.canceled else outcome.done

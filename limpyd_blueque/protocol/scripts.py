@@ -32,7 +32,6 @@ SCRIPT_NAMES = (
     "add_listener", "remove_listener", "materialize", "requeue", "renew", "recover",
     "tidy", "terms", "cancel", "retry", "tick", "bury", "touch", "kick", "expire_due", "empty",
     "report", "stall", "set_aside", "limit", "watch", "release", "depend", "add_parents",
-    "measured",
 )
 
 #: shared Lua functions, prepended to the scripts that use them, the last first (each
@@ -798,9 +797,8 @@ class Upkeep:
 
 
 class Reports:
-    """The steps a running task takes about itself: its progress and checkpoint (`report`),
-    its stalled flag (`stall`) and its peak memory (`measured`), each fenced by its
-    attempt."""
+    """The steps a running task takes about itself: its progress and checkpoint (`report`)
+    and its stalled flag (`stall`), each fenced by its attempt."""
 
     def __init__(self, runner: ScriptRunner) -> None:
         self._run = runner._run
@@ -824,12 +822,6 @@ class Reports:
         k = self.keys
         return StepResult.from_reply(self._run("stall", [k.task(task_id), k.stalled(queue)],
                                             [task_id, listener_id, attempt, since]))
-
-
-    def measured(self, task_id: str, attempt: int, peak_rss: int) -> bool:
-        """Note the peak memory (bytes) of the process that ran `attempt` of the task,
-        unless the task is gone or runs another attempt since; True when noted."""
-        return int(self._run("measured", [self.keys.task(task_id)], [attempt, peak_rss])) == 1
 
 
 class Scripts(ScriptRunner):
@@ -974,11 +966,13 @@ class Scripts(ScriptRunner):
     def finish(self, queue: str, task_id: str, listener_id: str, status: str, value: str,
                now: float, pid: int | None = None, attempt: int | str | None = None,
                retention: Retention = DEFAULT_RETENTION,
-               tally: Tally | None = None, queue_ttl: str | None = None) -> StepResult:
+               tally: Tally | None = None, queue_ttl: str | None = None,
+               peak_rss: int | None = None) -> StepResult:
         """Complete, fail or cancel a task held by `listener_id` (and `attempt`, when
         given); one whose cancel was asked is filed as canceled (`StepResult.canceled`).
         The step is counted in `tally` when given, else by the step itself. `queue_ttl`:
-        the queue's retention of `status` as the reserve step read it (None: read here)."""
+        the queue's retention of `status` as the reserve step read it (None: read here).
+        `peak_rss`: the peak memory of the process that ran the attempt (bytes), noted."""
         k = self.keys
         canceled, settings, kept, throughput = self._finishing_keys(queue, now)
         keys = [k.task(task_id), k.reserved(queue, listener_id), k.started(queue),
@@ -989,7 +983,7 @@ class Scripts(ScriptRunner):
                           [task_id, listener_id, pid, status, value, now, attempt,
                            *self._utube_args(queue), retention.result_ttl,
                            retention.failure_ttl, 1 if tally is not None else None,
-                           queue_ttl, k.group_layout(queue)])
+                           queue_ttl, k.group_layout(queue), peak_rss])
         result = StepResult.from_reply(reply)
         if tally is not None and result.done:
             tally.finished(queue, "canceled" if result.canceled else status, reply[2] or None,
@@ -1018,7 +1012,8 @@ class Scripts(ScriptRunner):
                 attempt: int | str | None = None, eta: float | None = None,
                 error: str | None = None, front: bool = False,
                 priority_delta: int | None = None, uncounted: bool = False,
-                retention: Retention = DEFAULT_RETENTION) -> StepResult:
+                retention: Retention = DEFAULT_RETENTION,
+                peak_rss: int | None = None) -> StepResult:
         """Put a task held by `listener_id` back: pending now, or scheduled at `eta`; one
         whose cancel was asked is filed as canceled instead (`StepResult.canceled`).
 
@@ -1033,7 +1028,7 @@ class Scripts(ScriptRunner):
             task_id, listener_id, attempt, now, eta, error, k.wake_channel(queue),
             "front" if front else "back", priority_delta, "1" if uncounted else "",
             k.task_prefix, queue, retention.result_ttl, retention.failure_ttl,
-            k.utube_lists(queue), k.group_layout(queue)])
+            k.utube_lists(queue), k.group_layout(queue), peak_rss])
         return StepResult.from_reply(reply)
 
     def bury(self, queue: str, task_id: str, listener_id: str, now: float, *,

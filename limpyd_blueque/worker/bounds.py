@@ -22,10 +22,13 @@ import signal
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..exceptions import CpuLimitExceeded, SoftTimeLimitExceeded, TimeLimitExceeded
 from ..protocol.bounds import Bounds
+
+if TYPE_CHECKING:
+    from ..models import Job
 
 #: CPU seconds a task process has past its `cpu_limit` (SIGXCPU) before the kernel kills it
 CPU_GRACE = 2
@@ -53,9 +56,16 @@ def cpu_used() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def peak_memory() -> int:
+    """The peak resident memory of this process or of a child it waited for (bytes)."""
+    return max(resource.getrusage(who).ru_maxrss
+               for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)) * _KB
+
+
 @contextmanager
-def holding(bounds: Bounds) -> Iterator[None]:
-    """In a task process, around the task's code: its CPU limit and soft time limit."""
+def holding(bounds: Bounds, job: Job) -> Iterator[None]:
+    """In a task process, around the task's code: its CPU limit and soft time limit; its
+    peak memory is noted on `job` once it returned, for its outcome."""
     previous: dict[int, Any] = {}
     limit = None
     try:
@@ -67,6 +77,7 @@ def holding(bounds: Bounds) -> Iterator[None]:
     finally:
         # what follows (the outcome, the hooks) is not cut short by a late signal
         signal.setitimer(signal.ITIMER_REAL, 0)
+        job.measured_peak = peak_memory()
         for signum, handler in previous.items():
             signal.signal(signum, signal.SIG_IGN if signum == signal.SIGXCPU else handler)
         if limit is not None:  # the grace left for what follows: up to the hard limit

@@ -34,13 +34,15 @@ PUT_BACK = ("requeue", "delay", "release")
 class OutcomeStep:
     """What the hooks decided for an attempt: `kind` (complete, fail, requeue, cancel,
     delay, release), with the result or error `text`, the `delay` before the task runs again and
-    the change of its priority. Plain values, so that a task process can send it to its
-    worker (`to_message`, `from_message`)."""
+    the change of its priority, and the peak memory of the process that ran the attempt
+    (`peak_rss`, bytes; None: not measured), noted with it. Plain values, so that a task
+    process can send it to its worker (`to_message`, `from_message`)."""
 
     kind: str
     text: str = ""
     delay: float = 0.0
     priority_delta: int = 0
+    peak_rss: int | None = None
 
     @property
     def status(self) -> str:
@@ -55,8 +57,10 @@ class OutcomeStep:
 
     @classmethod
     def from_payload(cls, message: dict[str, Any]) -> OutcomeStep:
+        peak = message.get("peak_rss")
         return cls(str(message["kind"]), str(message.get("text", "")),
-                   float(message.get("delay", 0.0)), int(message.get("priority_delta", 0)))
+                   float(message.get("delay", 0.0)), int(message.get("priority_delta", 0)),
+                   int(peak) if isinstance(peak, int) and peak > 0 else None)
 
 
 class OutcomeRecorder:
@@ -124,23 +128,26 @@ class OutcomeRecorder:
     def step(self, job: Job, outcome: OutcomeStep) -> bool:
         """The fenced step of `outcome`, run once: True when done."""
         holder, attempt, kind = self.holder(job), attempt_of(job), outcome.kind
+        peak = outcome.peak_rss
         if kind == "complete":
             return job.complete(outcome.text, listener_id=holder, attempt=attempt,
-                                tally=self.tally)
+                                tally=self.tally, peak_rss=peak)
         if kind == "fail":
             return job.fail(outcome.text, listener_id=holder, attempt=attempt,
-                            tally=self.tally)
+                            tally=self.tally, peak_rss=peak)
         if kind == "cancel":
             return job.record_canceled("Canceled: stopped at its owner's request",
-                                       listener_id=holder, attempt=attempt, tally=self.tally)
+                                       listener_id=holder, attempt=attempt, tally=self.tally,
+                                       peak_rss=peak)
         if kind == "requeue":
             return job.requeue(listener_id=holder, attempt=attempt, error=outcome.text,
                                delay=outcome.delay,
-                               priority_delta=outcome.priority_delta or None)
+                               priority_delta=outcome.priority_delta or None, peak_rss=peak)
         if kind == "release":
-            return job.requeue(listener_id=holder, attempt=attempt, front=True, uncounted=True)
+            return job.requeue(listener_id=holder, attempt=attempt, front=True, uncounted=True,
+                               peak_rss=peak)
         return job.requeue(listener_id=holder, attempt=attempt, delay=outcome.delay,
-                           uncounted=True)
+                           uncounted=True, peak_rss=peak)
 
     def recognized(self, job: Job, outcome: OutcomeStep) -> bool:
         """After this process's own try of `outcome` was refused, when another process may
@@ -163,29 +170,30 @@ class OutcomeRecorder:
 
     def complete(self, job: Job, text: str) -> bool:
         """Store the result `text`: True when done, False when the task is not ours."""
-        return self.write(job, OutcomeStep("complete", text))
+        return self.write(job, OutcomeStep("complete", text, peak_rss=job.measured_peak))
 
     def fail(self, job: Job, text: str) -> bool:
         """Store the error `text` and fail the task: see `complete`."""
-        return self.write(job, OutcomeStep("fail", text))
+        return self.write(job, OutcomeStep("fail", text, peak_rss=job.measured_peak))
 
     def requeue(self, job: Job, text: str, *, delay: float, priority_delta: int) -> bool:
         """Store the error `text` and put the task back in line, `delay` seconds from now."""
-        return self.write(job, OutcomeStep("requeue", text, delay, priority_delta))
+        return self.write(job, OutcomeStep("requeue", text, delay, priority_delta,
+                                           job.measured_peak))
 
     def cancel(self, job: Job) -> bool:
         """File the task, stopped on its cancel request, as canceled: see `complete`."""
-        return self.write(job, OutcomeStep("cancel"))
+        return self.write(job, OutcomeStep("cancel", peak_rss=job.measured_peak))
 
     def delay(self, job: Job, delay: float) -> bool:
         """Put the task back to run `delay` seconds from now, this attempt not counted as a
         failure (the task asked for it)."""
-        return self.write(job, OutcomeStep("delay", delay=delay))
+        return self.write(job, OutcomeStep("delay", delay=delay, peak_rss=job.measured_peak))
 
     def release(self, job: Job) -> bool:
         """Put the task back at the front of its line, as it is: not a failure, this
         attempt not counted, its checkpoint kept (it returned `Release`)."""
-        return self.write(job, OutcomeStep("release"))
+        return self.write(job, OutcomeStep("release", peak_rss=job.measured_peak))
 
     def holder(self, job: Job) -> str:
         """The listener the steps act for: the task's node when known (an adopted task is

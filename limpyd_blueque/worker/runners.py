@@ -284,8 +284,7 @@ class ForkedRunner(TaskRunner):
         self.notices: DoneNotices | None = None
         #: the lines to the running task processes, and the writes they ask for
         self.desk = Desk(worker)
-        #: done with their task, not reaped yet (with the task each ran, None: none)
-        self.exiting: dict[int, RunningTask | None] = {}
+        self.exiting: set[int] = set()  # done with their task, not reaped yet
         self._sigchld: Any = None
         # what a turn of the loop looks at costs nothing per running task unless a child
         # ended (SIGCHLD), a task process spoke, or a deadline may have passed
@@ -341,7 +340,7 @@ class ForkedRunner(TaskRunner):
             # the task never ran: it goes back to the front of its queue
             self.worker.log(f"[{task.queue_name}|{task.task_id}] its process died before the "
                             "task reached it: back in line", logging.WARNING)
-            self.exiting[spare.pid] = None
+            self.exiting.add(spare.pid)
             self.apply(task, Event.INTERRUPT)
             self.apply(task, Event.ENDED)
         else:
@@ -390,7 +389,7 @@ class ForkedRunner(TaskRunner):
 
     def bounded(self, job: Job) -> Any:
         if self.in_task_process is not None:
-            return holding(self.in_task_process.bounds)
+            return holding(self.in_task_process.bounds, job)
         return nullcontext()
 
     # -- what task processes ask -------------------------------------------------------------
@@ -466,16 +465,13 @@ class ForkedRunner(TaskRunner):
                                 logging.ERROR)
                 self.apply(task, Event.OVERDUE)
 
-    def measured(self, task: RunningTask | None, usage: Any) -> None:
-        """Note the peak memory of a task process that ended, on the attempt it ran."""
-        if task is None:
-            return
+    @staticmethod
+    def measured(task: RunningTask, usage: Any) -> None:
+        """What a task process that ended used: its peak memory goes with the outcome the
+        worker records for it (one it did not record itself), its CPU time tells a kill
+        at its `cpu_limit`."""
         task.usage = Usage.of(usage)
-        try:
-            task.job.record_peak_rss(task.usage.peak_rss, task.attempt)
-        except Exception as error:  # noqa: BLE001 - a measure is never worth a task
-            self.worker.log(f"[{task.queue_name}|{task.task_id}] its peak memory was not "
-                            f"noted: {error}", logging.WARNING)
+        task.job.measured_peak = task.usage.peak_rss
 
     def collect_ended(self, reaping: bool) -> None:
         """Apply what task processes said on the notices pipe and asked on their lines,
@@ -493,12 +489,12 @@ class ForkedRunner(TaskRunner):
             elif task is not None:
                 self.apply(task, Event.RECORDED)
                 if kind == DoneNotices.DONE:
-                    self.exiting[pid] = task
+                    self.exiting.add(pid)
                     self.apply(task, Event.ENDED)
         if self.desk.busy:  # what an ended process asked before it ended is served too
             self.serve_requests(by_pid)
         for pid, status, usage in ended:
-            self.exiting.pop(pid, None)
+            self.exiting.discard(pid)
             self.measured(by_pid[pid], usage)
             self.apply(by_pid[pid], Event.ENDED, status)  # ignored if it said it was done
         if reaping:
@@ -511,15 +507,14 @@ class ForkedRunner(TaskRunner):
 
     def reap_exiting(self, wait: bool = False) -> None:
         """Collect the task processes that said they are done and then exited."""
-        for pid, _, usage in reap(self.exiting):
-            self.measured(self.exiting.pop(pid, None), usage)
+        for pid, _, _ in reap(self.exiting):
+            self.exiting.discard(pid)
         if wait:
-            for pid, task in list(self.exiting.items()):
+            for pid in list(self.exiting):
                 try:
-                    _, _, usage = os.wait4(pid, 0)
+                    os.waitpid(pid, 0)
                 except ChildProcessError:
-                    continue
-                self.measured(task, usage)
+                    pass
             self.exiting.clear()
 
     # -- stopping ----------------------------------------------------------------------------------

@@ -665,14 +665,14 @@ class Worker(WorkerSettings):
         `release_timeout`, killed): put it back at the front of its queue, its attempt
         not counted, if it is still ours (the attempt fences the old process out)."""
         if task.job.requeue(listener_id=task.reservation.node or self.id, attempt=task.attempt,
-                            front=True, uncounted=True):
+                            front=True, uncounted=True, peak_rss=task.job.measured_peak):
             self.log(f"[{task.queue_name}|{task.task_id}] released: back at the front of the "
                      "queue, to resume from its checkpoint")
 
     def requeue_interrupted(self, task: RunningTask) -> None:
         """Put an interrupted task back at the front of its queue, if it is still ours."""
         if task.job.requeue(listener_id=task.reservation.node or self.id, attempt=task.attempt,
-                            front=True):
+                            front=True, peak_rss=task.job.measured_peak):
             self.log(f"[{task.queue_name}|{task.task_id}] interrupted, back at the front of "
                      "the queue")
 

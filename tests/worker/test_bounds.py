@@ -50,7 +50,7 @@ def run_worker(queue_name, loops, **settings):
 
 def enqueue(queue_name, do, **options):
     parameters = {key: options.pop(key) for key in list(options)
-                  if key in ("bytes", "stubborn", "n", "step", "deaf")}
+                  if key in ("bytes", "hold", "stubborn", "n", "step", "deaf")}
     return Queue.named(queue_name).enqueue({"do": do, **parameters}, model=BoundedJob,
                                            **options)
 
@@ -85,14 +85,15 @@ def test_a_task_over_its_max_memory_is_stopped_and_failed_and_the_worker_goes_on
 
 def test_the_task_s_own_max_memory_comes_before_its_queue_s_and_the_worker_s(conn):
     Queue.named("mem2").configure(max_memory="32M")
-    small = enqueue("mem2", "allocate", bytes=64 * MB)  # over its queue's 32M
-    allowed = enqueue("mem2", "allocate", bytes=16 * MB, max_memory=512 * MB)
-    allowed.__class__ = BoundedJob
-    run_worker("mem2", 1, max_memory="1G")
+    assert Queue.named("mem2").settings()["max_memory"] == 32 * MB
+    small = enqueue("mem2", "allocate", bytes=64 * MB)  # over its queue's 32M, not 1G
+    allowed = enqueue("mem2", "allocate", bytes=64 * MB, hold=1, max_memory=512 * MB)
+    run_worker("mem2", 2, max_memory="1G")
     assert small.status.hget() == "failed"
     assert failure(small)[0] == "MemoryLimitExceeded"
-    assert Queue.named("mem2").settings()["max_memory"] == 32 * MB
+    assert "max_memory of 32 MiB" in failure(small)[1]
     assert allowed.max_memory.hget() == str(512 * MB)
+    assert allowed.status.hget() == "complete" and allowed.result.hget() == str(64 * MB)
 
 
 def test_every_finished_forked_task_notes_its_peak_memory_shown_by_inspect_and_dashboard(
@@ -251,6 +252,8 @@ def test_a_released_task_is_resumed_by_another_worker_from_its_checkpoint(
         assert sorted(set(done)) == list(range(60)) and len(done) - 60 <= 1
     assert attempts[0] == "1" and attempts[-1] == "2"
     assert job.result.hget() == 'all steps'
+    # the released attempt is fenced off: nothing its old process sends is recorded
+    assert not job.complete("late", listener_id="first.host_1", attempt=1)
     assert not Error.collection_for_job(job)  # not a failure
     assert job.uncounted.hget() == "1"  # its attempt not counted
     names = [e["event"] for e in events(conn, job.task_id)]

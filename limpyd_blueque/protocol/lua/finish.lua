@@ -22,7 +22,8 @@
 -- status asked (`result_ttl` or `failure_ttl`) as the reserve step read it, for a task's
 -- retention is one of its terms, fixed when it was taken ('': not known, read here),
 -- ARGV[16] the keys of the queue's groups (keys.KeySpace.group_layout): a task of a group
--- lets its slot go
+-- lets its slot go, ARGV[17] the peak memory of the process that ran the attempt, in
+-- bytes ('': not known), noted as `peak_rss`
 -- A task with a utube key hands it to the next task of that key (see _line.lua).
 -- Returns {1, held, started_at, followed} when finished, {2, held, started_at, followed}
 -- when filed as canceled (`held`: 'reserved' or 'started', the status it had;
@@ -94,14 +95,19 @@ if got[7] then  -- no longer stalled
     redis.pcall('ZREM', KEYS[14], id)
     redis.call('HDEL', task, 'stalled_at')
 end
-if status == 'canceled' and ARGV[4] ~= 'canceled' then
-    -- one outcome: a task whose cancel came first keeps no result nor error of its run
-    redis.call('HSET', task, 'status', status, 'updated', ARGV[6])
-else
+local written = {'status', status, 'updated', ARGV[6]}
+-- one outcome: a task whose cancel came first keeps no result nor error of its run
+if not (status == 'canceled' and ARGV[4] ~= 'canceled') then
     local field = 'result'
     if ARGV[4] ~= 'complete' then field = 'error' end
-    redis.call('HSET', task, 'status', status, field, ARGV[5], 'updated', ARGV[6])
+    table.insert(written, field)
+    table.insert(written, ARGV[5])
 end
+if (ARGV[17] or '') ~= '' then
+    table.insert(written, 'peak_rss')
+    table.insert(written, ARGV[17])
+end
+redis.call('HSET', task, unpack(written))
 if utube then
     local u = utube_keys(KEYS[7], KEYS[8], ARGV[8], ARGV[9], ARGV[10], KEYS[9], KEYS[10],
         ARGV[16])

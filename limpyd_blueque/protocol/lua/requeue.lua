@@ -16,7 +16,8 @@
 -- not count as a failed one (a task that delays itself), ARGV[11] key prefix of task
 -- hashes, ARGV[12] queue name, ARGV[13] default result ttl, ARGV[14] default failure ttl,
 -- ARGV[15] name prefix of the utube lists, ARGV[16] the keys of the queue's groups
--- (keys.KeySpace.group_layout)
+-- (keys.KeySpace.group_layout), ARGV[17] the peak memory of the process that ran the
+-- attempt, in bytes ('': not known), noted as `peak_rss`
 -- A task whose cancel was asked while it ran is filed as canceled instead (the cancel
 -- came first), and hands its utube key on.
 -- Counted in the statistics as a 'release' when the attempt is not counted, else as a
@@ -35,7 +36,13 @@ if refused then return refused end
 local id = ARGV[1]
 local u = utube_keys(KEYS[15], KEYS[16], ARGV[15], ARGV[11], ARGV[12], KEYS[4], KEYS[7], ARGV[16])
 let_go(KEYS[1], KEYS[2], KEYS[3], KEYS[6], id, ARGV[2], KEYS[10], u.g)
-if ARGV[6] ~= '' then redis.call('HSET', KEYS[1], 'error', ARGV[6]) end
+local noted = {}
+if ARGV[6] ~= '' then noted = {'error', ARGV[6]} end
+if (ARGV[17] or '') ~= '' then
+    table.insert(noted, 'peak_rss')
+    table.insert(noted, ARGV[17])
+end
+if #noted > 0 then redis.call('HSET', KEYS[1], unpack(noted)) end
 if canceling(KEYS[1]) then
     file_canceled(KEYS[1], id, KEYS[11], KEYS[9], ARGV[4], {retention = KEYS[13],
         settings = KEYS[12], throughput = KEYS[14], stats = KEYS[9], result_ttl = ARGV[13],
