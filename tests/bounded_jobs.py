@@ -26,7 +26,7 @@ class BoundedJob(Job):
     `stubborn`, it catches what is raised in it and spins on), "grandchild" (starts a
     process that starts one more, both sleeping, recorded as `family`), "soft" (sleeps,
     catches `SoftTimeLimitExceeded`, checkpoints and returns), "steps" (`n` steps of
-    `step` seconds from its checkpoint; on `stop_requested` it returns `Release`; with
+    `step` seconds, `resumed_step` after its first attempt, from its checkpoint; on `stop_requested` it returns `Release`; with
     `deaf`, it never looks), or "quick"."""
 
     def run(self, queue):
@@ -74,8 +74,11 @@ class BoundedJob(Job):
     def steps(self, options):
         state = self.last_checkpoint() or {"next": 0}
         client = self.client()
+        pause = float(options.get("step", 0.1))
+        if self.known.get("attempt") != "1":  # a resumed attempt goes faster
+            pause = float(options.get("resumed_step", pause))
         for step in range(state["next"], int(options["n"])):
-            time.sleep(float(options.get("step", 0.1)))
+            time.sleep(pause)
             client.rpush(steps_key(self.task_id), json.dumps([self.known.get("attempt"), step]))
             self.checkpoint({"next": step + 1})
             if self.stop_requested() and not options.get("deaf"):

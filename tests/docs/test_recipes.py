@@ -26,7 +26,8 @@ from jobs import events
 from limpyd_blueque import Error, Queue
 
 pytestmark = pytest.mark.timeout(120)
-#: steps of the task handed over (0.05 s each: long enough for the hook and the stop)
+#: steps of the task handed over (0.1 s each on its first worker: long enough for the
+#: hook and the stop on a loaded machine; quicker once resumed)
 STEPS = 200
 RECIPES = Path(__file__).resolve().parents[2] / "docs" / "recipes"
 #: what the tests' task needs beyond the recipe's command: its module, and quick beats
@@ -35,8 +36,8 @@ TEST_OPTIONS = [f"--pythonpath={TESTS}", "--job-model=bounded_jobs.BoundedJob",
 
 
 def long_task():
-    return Queue.named("reports").enqueue({"do": "steps", "n": STEPS, "step": 0.05},
-                                          model=BoundedJob)
+    return Queue.named("reports").enqueue({"do": "steps", "n": STEPS, "step": 0.1,
+                                           "resumed_step": 0.005}, model=BoundedJob)
 
 
 def steps(conn, job):

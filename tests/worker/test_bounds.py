@@ -50,7 +50,7 @@ def run_worker(queue_name, loops, **settings):
 
 def enqueue(queue_name, do, **options):
     parameters = {key: options.pop(key) for key in list(options)
-                  if key in ("bytes", "hold", "stubborn", "n", "step", "deaf")}
+                  if key in ("bytes", "hold", "stubborn", "n", "step", "resumed_step", "deaf")}
     return Queue.named(queue_name).enqueue({"do": do, **parameters}, model=BoundedJob,
                                            **options)
 
@@ -221,24 +221,23 @@ def listening(conn, name):
 @pytest.mark.parametrize("deaf", [False, True], ids=["returns-release", "past-timeout"])
 def test_a_released_task_is_resumed_by_another_worker_from_its_checkpoint(
         conn, redis_url, capsys, deaf):
-    job = enqueue("hand", "steps", n=60, step=0.05, deaf=deaf)
-    first = start(redis_url, "first", "--release-timeout=1")
-    second = None
+    workers = {name: start(redis_url, name, "--release-timeout=1") for name in ("a", "b")}
     try:
+        wait_for(lambda: all(listening(conn, name) for name in workers), timeout=30)
+        job = enqueue("hand", "steps", n=60, step=0.2, resumed_step=0.01, deaf=deaf)
         wait_for(lambda: len(steps_run(conn, job)) >= 20, timeout=30)
-        second = start(redis_url, "second")
-        wait_for(lambda: listening(conn, "second"), timeout=30)
+        holder = job.node.hget().split(".")[0]
+        (other,) = set(workers) - {holder}
         released = time.monotonic()
-        first.send_signal(signal.SIGTERM)
-        assert first.wait(timeout=30) == 0
-        wait_for(lambda: job.node.hget() == "second.host_1", timeout=10)
+        workers[holder].send_signal(signal.SIGTERM)
+        assert workers[holder].wait(timeout=30) == 0
+        wait_for(lambda: job.node.hget() == f"{other}.host_1", timeout=10)
         resumed = time.monotonic() - released
         wait_for(lambda: job.status.hget() == "complete", timeout=30)
     finally:
-        for process in (first, second):
-            if process is not None:
-                kill(process.pid)
-                process.wait()
+        for process in workers.values():
+            kill(process.pid)
+            process.wait()
     with capsys.disabled():
         print(f"\nreleased ({'killed at its release_timeout' if deaf else 'returned Release'})"
               f" and resumed by another worker in {resumed:.2f} s")
@@ -253,7 +252,7 @@ def test_a_released_task_is_resumed_by_another_worker_from_its_checkpoint(
     assert attempts[0] == "1" and attempts[-1] == "2"
     assert job.result.hget() == 'all steps'
     # the released attempt is fenced off: nothing its old process sends is recorded
-    assert not job.complete("late", listener_id="first.host_1", attempt=1)
+    assert not job.complete("late", listener_id=f"{holder}.host_1", attempt=1)
     assert not Error.collection_for_job(job)  # not a failure
     assert job.uncounted.hget() == "1"  # its attempt not counted
     names = [e["event"] for e in events(conn, job.task_id)]
