@@ -64,7 +64,9 @@ setup(
                  # runs every Python code block of README.rst and docs/ (test_doc_examples.py)
                  "sybil>=6",
                  "docutils>=0.18", "cronsim>=2.6",
-                 "flask>=3.1", "waitress>=3.0", "prometheus_client>=0.20"],
+                 "flask>=3.1", "waitress>=3.0", "prometheus_client>=0.20",
+                 # reads the Kubernetes recipe of docs/recipes/ (test_recipes.py)
+                 "pyyaml>=6"],
         # the lint step of .ci/run (mypy.ini, ruff.toml); pinned, so that a new release
         # cannot turn CI red on unchanged code. These tools need Python 3.10 or later.
         # cronsim: for its types (only what periodic.py calls).

@@ -25,11 +25,14 @@ class BoundedJob(Job):
     """`{"do": ...}`: "allocate" (`bytes` of memory, held `hold` seconds), "spin" (a busy loop; with
     `stubborn`, it catches what is raised in it and spins on), "grandchild" (starts a
     process that starts one more, both sleeping, recorded as `family`), "soft" (sleeps,
-    catches `SoftTimeLimitExceeded`, checkpoints and returns), "steps" (`n` steps of
-    `step` seconds, `resumed_step` after its first attempt, from its checkpoint; on `stop_requested` it returns `Release`; with
-    `deaf`, it never looks), or "quick"."""
+    catches `SoftTimeLimitExceeded`, checkpoints and returns; with `busy`, it checkpoints
+    all the while), "steps" (`n` steps of `step` seconds, `resumed_step` after its first
+    attempt, from its checkpoint; on `stop_requested` it returns `Release`; with `deaf`,
+    it never looks), or "quick". Its hooks are recorded; `on_success` takes
+    `hook_seconds`."""
 
     def run(self, queue):
+        started = time.monotonic()
         options = json.loads(self.known.get("parameters") or "{}")
         do = options.get("do", "quick")
         record(self, "running", attempt=int(self.known.get("attempt") or 0), pid=os.getpid())
@@ -59,8 +62,12 @@ class BoundedJob(Job):
             time.sleep(LONGEST)
             return "slept"
         if do == "soft":
-            started = time.monotonic()
             try:
+                if options.get("busy"):
+                    count = 0
+                    while time.monotonic() - started < LONGEST:
+                        count += 1
+                        self.checkpoint({"count": count})
                 time.sleep(LONGEST)
             except SoftTimeLimitExceeded:
                 record(self, "soft", after=time.monotonic() - started)
@@ -88,3 +95,11 @@ class BoundedJob(Job):
 
     def on_stop_requested(self, queue):
         record(self, "on_stop_requested", pid=os.getpid())
+
+    def on_success(self, queue, result):
+        time.sleep(float(json.loads(self.known.get("parameters") or "{}").get(
+            "hook_seconds", 0)))
+        record(self, "on_success")
+
+    def on_skipped(self, queue):
+        record(self, "on_skipped")

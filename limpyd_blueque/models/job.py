@@ -307,8 +307,7 @@ class Job(Task):
 
     def note_stop_requested(self, queue: AnyQueue) -> None:
         """Its worker stops and hands the task over: `stop_requested` turns true, then
-        `on_stop_requested` runs (in the task's thread, between two of its statements:
-        what it raises is the task's)."""
+        `on_stop_requested` runs (in the task's thread, between two of its statements)."""
         self._stop_seen = True
         self.on_stop_requested(queue)
 
@@ -378,7 +377,8 @@ class Job(Task):
 
     def on_stop_requested(self, queue: AnyQueue) -> None:
         """Called, in the task's process, when its worker stops and hands it over
-        (`stop_requested`); no-op. Keep it short: it interrupts the task's code."""
+        (`stop_requested`); no-op. Keep it short: it interrupts the task's code, between
+        two of its statements (as a signal handler; what it raises is logged)."""
 
     def on_stalled(self, queue: AnyQueue) -> None:
         """Called, in its worker's process, when the task's progress did not move for its

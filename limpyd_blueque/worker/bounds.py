@@ -36,6 +36,20 @@ CPU_GRACE = 2
 MEMORY_INTERVAL = 0.5
 #: bytes of a kilobyte, as /proc and `ru_maxrss` count them on Linux
 _KB = 1024
+#: the signals that raise in a task's code (its soft time and CPU limits, its worker's
+#: stop): held back while the task process waits for an answer of its worker, so that
+#: an exception never leaves an answer unread on the line (see `relay.WorkerLink.ask`)
+TASK_SIGNALS = {signal.SIGALRM, signal.SIGXCPU, signal.SIGUSR1}
+
+
+@contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Hold back `TASK_SIGNALS` in this thread until the block ends (then delivered)."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, TASK_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 @dataclass(frozen=True)
@@ -75,11 +89,16 @@ def holding(bounds: Bounds, job: Job) -> Iterator[None]:
             _arm_soft_limit(bounds.soft_time_limit, previous)
         yield
     finally:
-        # what follows (the outcome, the hooks) is not cut short by a late signal
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        job.measured_peak = peak_memory()
+        # what follows (the outcome, the hooks) is not cut short by a late signal: held
+        # back, then ignored (which drops one pending), then the handlers of before
+        with signals_deferred():
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            for signum in previous:
+                signal.signal(signum, signal.SIG_IGN)
         for signum, handler in previous.items():
-            signal.signal(signum, signal.SIG_IGN if signum == signal.SIGXCPU else handler)
+            if signum != signal.SIGXCPU:
+                signal.signal(signum, handler)
+        job.measured_peak = peak_memory()
         if limit is not None:  # the grace left for what follows: up to the hard limit
             try:
                 resource.setrlimit(resource.RLIMIT_CPU, (limit[1], limit[1]))
@@ -131,6 +150,8 @@ def in_process_limits(soft_time_limit: float | None,
     def expire(signum: int, frame: Any) -> None:
         seconds, kind = pending.pop(0)
         elapsed[0] = seconds
+        if kind == "hard":
+            pending.clear()  # nothing after the hard limit
         if pending:
             signal.setitimer(signal.ITIMER_REAL, max(pending[0][0] - seconds, 0.001))
         if kind == "soft":

@@ -39,6 +39,7 @@ from ..exceptions import (
     RedisFull,
     RedisUnavailable,
 )
+from .bounds import signals_deferred
 from .outcomes import OutcomeRecorder, OutcomeStep
 from .processes import Channel, DoneNotices, Payload
 
@@ -75,15 +76,20 @@ class WorkerLink:
         self.gone = False
 
     def ask(self, request: Payload) -> Payload:
-        """The worker's answer to `request`; `WorkerGone` when it cannot answer any more."""
+        """The worker's answer to `request`; `WorkerGone` when it cannot answer any more.
+
+        The signals that raise in a task's code wait until the answer is read: raised
+        between the request and its answer, they would leave that answer on the line for
+        the next request to read."""
         if self.gone or os.getppid() != self.parent:
             self.gone = True
             raise WorkerGone(delivered=False)
-        self.notices.notify(DoneNotices.ASKING)
-        if not self.channel.send(request):
-            self.gone = True
-            raise WorkerGone(delivered=False)
-        reply = self.channel.receive()
+        with signals_deferred():
+            self.notices.notify(DoneNotices.ASKING)
+            if not self.channel.send(request):
+                self.gone = True
+                raise WorkerGone(delivered=False)
+            reply = self.channel.receive()
         if reply is None:
             self.gone = True
             raise WorkerGone(delivered=True)

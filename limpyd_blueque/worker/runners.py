@@ -28,7 +28,14 @@ from ..exceptions import (
 )
 from ..protocol.liveness import process_start_time
 from ..protocol.statuses import RUNNING
-from .bounds import MEMORY_INTERVAL, Usage, group_memory, holding, in_process_limits
+from .bounds import (
+    MEMORY_INTERVAL,
+    Usage,
+    can_watch_memory,
+    group_memory,
+    holding,
+    in_process_limits,
+)
 from .processes import (
     EXIT_REDIS_UNAVAILABLE,
     Channel,
@@ -139,6 +146,8 @@ class TaskRunner:
                 signal_group(task.pid, signal.SIGKILL)
         elif new is TaskState.TIMED_OUT:  # over its run time or a bound: its whole group
             signal_group(task.pid, signal.SIGKILL)
+        elif new is TaskState.RECORDED and old is TaskState.RELEASING:
+            task.kill_at = None  # put back by itself: its hooks run to their end
         elif new is TaskState.RELEASING:
             self.worker.log(f"[{task.queue_name}|{task.task_id}] asked to save its place and "
                             "return Release: the worker stops")
@@ -214,14 +223,16 @@ class TaskRunner:
             return task.over_limit
         if old is TaskState.TIMED_OUT:
             return TimeLimitExceeded(task.max_run_time or 0)
-        limit, usage = task.bounds.cpu_limit, task.usage
-        if limit is not None and usage is not None and usage.cpu >= limit:
-            return CpuLimitExceeded(limit, usage.cpu)
         if status is None:  # not our child: how it ended is unknown
             return TaskKilled("the process running the task ended without recording an "
                               "outcome", "unknown")
         if os.WIFEXITED(status) and os.WEXITSTATUS(status) == EXIT_REDIS_UNAVAILABLE:
             return None
+        limit, usage = task.bounds.cpu_limit, task.usage
+        if (limit is not None and usage is not None and usage.cpu >= limit
+                and os.WIFSIGNALED(status)
+                and os.WTERMSIG(status) in (signal.SIGKILL, signal.SIGXCPU)):
+            return CpuLimitExceeded(limit, usage.cpu)  # the kernel's kill at its limit
         return describe_exit(status)
 
 
@@ -245,14 +256,20 @@ class InProcessRunner(TaskRunner):
                             "do not hold in the worker's own process: run with fork=True",
                             logging.WARNING)
         try:
-            with in_process_limits(task.bounds.soft_time_limit, task.max_run_time):
-                self.worker.perform(job, queue)
+            self.worker.perform(job, queue)
             self.apply(task, Event.RECORDED)  # its outcome is dealt with, even if skipped
         except WorkerInterrupted:
             self.apply(task, Event.INTERRUPT)
         finally:
             self.apply(task, Event.ENDED)
             self.worker.set_status("waiting")
+
+    def bounded(self, job: Job) -> Any:
+        """Its soft time limit and `max_run_time`, raised in the task's code (a timer)."""
+        task = self.tasks.get(job.task_id)
+        if task is None:
+            return nullcontext()
+        return in_process_limits(task.bounds.soft_time_limit, task.max_run_time)
 
     def stop_signal(self) -> None:
         if self.worker.on_terminate == "requeue" and len(self.tasks):
@@ -292,6 +309,8 @@ class ForkedRunner(TaskRunner):
         self._next_reap = 0.0
         self._next_look = 0.0
         self._next_weigh = 0.0
+        #: whether the memory of processes can be read here (/proc)
+        self.can_weigh = can_watch_memory()
 
     def describe(self) -> str:
         return f"{self.worker.concurrency} forked process(es)"
@@ -334,6 +353,10 @@ class ForkedRunner(TaskRunner):
         task = RunningTask(job, queue, Origin.FORKED, pid=spare.pid, pstart=spare.pstart,
                            bounds=self.worker.bounds_of(job))
         self.running(task)
+        if task.bounds.max_memory and not self.can_weigh:
+            self.worker.log(f"[{task.queue_name}|{task.task_id}] its max_memory does not hold "
+                            "here: the memory of processes cannot be read (no /proc)",
+                            logging.WARNING)
         payload = {**task.reservation.to_payload(), "bounds": task.bounds.to_payload(),
                    "queue_terms": dict(self.worker.queue_terms(task.queue_name))}
         if not spare.hand_over(payload):
@@ -454,7 +477,7 @@ class ForkedRunner(TaskRunner):
         bounded = {task.pid: task for task in self.tasks.snapshot()
                    if task.origin is Origin.FORKED and task.bounds.max_memory
                    and task.state is TaskState.RUNNING and task.pid is not None}
-        if not bounded:
+        if not bounded or not self.can_weigh:
             return
         for pid, size in group_memory(bounded).items():
             task = bounded[pid]
@@ -557,6 +580,8 @@ class ForkedRunner(TaskRunner):
         """SIGTERM the task processes, SIGKILL them after `grace` seconds; each goes back
         to the front of its queue as its process ends."""
         for task in self.tasks.snapshot():
+            if task.state is TaskState.RELEASING:  # stopped now, put back uncounted still
+                signal_group(task.pid, signal.SIGTERM)
             self.apply(task, Event.INTERRUPT)
         deadline = time.monotonic() + grace
         while len(self.tasks) and time.monotonic() < deadline:

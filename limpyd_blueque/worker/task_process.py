@@ -49,6 +49,9 @@ def run_spare(host: TaskHost, notices: DoneNotices | None, channel: Channel,
                    host.liveness_timeout,
                    lambda task, status: host.log(
                        host.job_lost_message(task.job, task.queue, status), logging.ERROR))
+    # a stop told before the task runs is noted, and told to the task once it runs
+    early: list[int] = []
+    signal.signal(signal.SIGUSR1, lambda signum, frame: early.append(signum))
     payload = channel.receive()
     if payload is None:
         return 0
@@ -62,7 +65,7 @@ def run_spare(host: TaskHost, notices: DoneNotices | None, channel: Channel,
     outcomes = (relay_through(host, job, WorkerLink(channel, notices, parent))
                 if notices is not None else host.outcomes)
     side = TaskProcess(host, notices, slot[0], outcomes, on_recorded=slot.clear,
-                       bounds=bounds)
+                       bounds=bounds, stop_told=early)
     hand_over(side)
     return side.run()
 
@@ -74,10 +77,12 @@ class TaskProcess:
     def __init__(self, host: TaskHost, notices: DoneNotices | None, task: RunningTask,
                  outcomes: OutcomeRecorder, *,
                  on_recorded: Callable[[], None] = lambda: None,
-                 bounds: Bounds | None = None) -> None:
+                 bounds: Bounds | None = None, stop_told: list[int] | None = None) -> None:
         self.host = host
         #: the CPU and soft time bounds its task's code runs in (`bounds.holding`)
         self.bounds = bounds or Bounds()
+        #: the stops its worker told before `run` (not empty: tell the task at once)
+        self.stop_told = stop_told if stop_told is not None else []
         self.notices = notices
         self.task = task
         #: how the hooks record this task's outcomes here: through the worker (`relay`)
@@ -114,6 +119,8 @@ class TaskProcess:
         host, task = self.host, self.task
         host.set_task_process_title(task)
         signal.signal(signal.SIGUSR1, self.stop_requested)
+        if self.stop_told:
+            self.stop_requested(signal.SIGUSR1, None)
         try:
             host.perform(task.job, task.queue)
             self.recorded(task.job)  # in case no outcome step said so (a skipped task)

@@ -97,7 +97,9 @@ class Worker(WorkerSettings):
         self.status: str | None = None
         self.num_loops = 0
         self.end_forced = False
+        #: a stop was asked, by a signal or an order: `on_terminate` applies
         self.end_signal_caught = False
+        self._signals_caught = 0
         self.start_date: datetime | None = None
         self.end_date: datetime | None = None
         self.tasks = RunningTasks()
@@ -200,8 +202,10 @@ class Worker(WorkerSettings):
         self._old_handlers.clear()
 
     def catch_end_signal(self, signum: int, frame: Any) -> None:
-        """Stop taking tasks; a second signal interrupts running tasks and requeues them."""
-        if self.end_signal_caught:
+        """Stop taking tasks; a second signal interrupts running tasks and requeues them (a
+        `stop` order, then a signal, is one stop: orchestrators send both)."""
+        self._signals_caught += 1
+        if self._signals_caught > 1:
             self.log("second stop signal: interrupting running tasks", logging.WARNING)
             self.on_terminate = "requeue"
         self.end_signal_caught = True

@@ -67,16 +67,18 @@ def kubernetes():
 
 
 def pod_command(container, env):
-    """The container's command as the kubelet runs it: `$(VAR)` from its environment."""
+    """The container's arguments as the kubelet passes them to the image's entrypoint (an
+    init, here left out): `$(VAR)` from its environment."""
     return [re.sub(r"\$\((\w+)\)", lambda match: env[match.group(1)], part)
-            for part in container["command"]]
+            for part in container["args"]]
 
 
 def test_the_kubernetes_recipe_hands_a_task_over_within_its_grace_period(conn, redis_url):
     pod, _ = kubernetes()
     container = pod["containers"][0]
     grace = pod["terminationGracePeriodSeconds"]
-    release_timeout = float(next(part.split("=")[1] for part in container["command"]
+    assert "command" not in container  # the image's entrypoint (its init) stays
+    release_timeout = float(next(part.split("=")[1] for part in container["args"]
                                  if part.startswith("--release-timeout=")))
     assert grace > release_timeout
     job = long_task()
