@@ -26,6 +26,20 @@ class BluequeModel(RedisModel):
     abstract = True
     namespace: str = DEFAULT_PREFIX
     database: PipelineDatabase = UnboundDatabase()
+    #: a model whose records belong to no queue (limpyd's own keys, indexes included):
+    #: in the cluster key mode every key of it holds the `{prefix}` hash tag, in one slot
+    #: beside the workers' records, so that its collections and indexes meet there
+    in_one_slot = False
+
+    @classmethod
+    def use_database(cls, database: Any) -> Any:
+        """Bind this model and its subclasses to `database` (limpyd's), then name the keys
+        of each `in_one_slot` model for the database's key mode."""
+        used = super().use_database(database)
+        for model in (cls, *_subclasses(cls)):
+            if model.in_one_slot and not model.__dict__.get("abstract", False):
+                _name_keys(model)
+        return used
 
     @classmethod
     def keys(cls) -> KeySpace:
@@ -75,6 +89,23 @@ class BluequeModel(RedisModel):
         if name == shims.pk_field_name(type(self)):
             self.__dict__["pk"] = field
         return field
+
+
+def _subclasses(model: type[BluequeModel]) -> list[type[BluequeModel]]:
+    found: list[type[BluequeModel]] = []
+    for sub in model.__subclasses__():
+        found += [sub, *_subclasses(sub)]
+    return found
+
+
+def _name_keys(model: type[BluequeModel]) -> None:
+    """Name the keys of `model` as limpyd does (`<namespace>:<model name>`), with the
+    namespace as a hash tag in the cluster key mode (`{<namespace>}:<model name>`)."""
+    plain: str = model.__dict__.get("_plain_name") or model._name
+    model._plain_name = plain  # type: ignore[attr-defined]
+    name = plain[len(model.namespace) + 1:]  # limpyd's: the namespace, ':', the name
+    cluster = bool(getattr(model.database, "cluster", False))
+    model._name = f"{{{model.namespace}}}:{name}" if cluster else plain
 
 
 def _owner(field: fields.RedisField) -> BluequeModel:

@@ -26,10 +26,14 @@ from .waiting import register_errors
 class Error(BluequeModel):
     """A stored task failure, to filter by date, type, code, queue or job.
 
-    Keys are limpyd's own, in this library's key family: `<prefix>:error:...`.
+    Keys are limpyd's own, in this library's key family: `<prefix>:error:...`; in the
+    cluster key mode `{<prefix>}:error:...`, every one of them in one slot (so that its
+    indexes, collections and sorts meet there; Redis 7.0 or later sorts by a pattern of
+    one slot).
     """
 
     collection_manager = ExtendedCollectionManager
+    in_one_slot = True
 
     queue_name = fields.InstanceHashField(indexable=True)
     job_pk = fields.InstanceHashField(indexable=True)
@@ -114,15 +118,12 @@ class Error(BluequeModel):
         deadlines = cls._deadlines(records, ttls)
         if not records:
             return []
-        if cls.keys().cluster:
-            raise ConfigurationError("the cluster key mode keeps no Error records yet (their "
-                                     "indexes would span slots)")
         connection = cls.get_connection()
         with reaching(connection):
             last = connection.incrby(shims.model_key(cls, "max_pk"), len(records))
             pks = [str(pk) for pk in range(last - len(records) + 1, last + 1)]
             collection = cls.get_field("pk").collection_key
-            with cls.database.pipeline(transaction=True) as pipe:
+            with cls._writing() as pipe:
                 for pk, values, deadline in zip(pks, records, deadlines):
                     mapping: dict[Any, str] = values  # redis-py types keys as its own union
                     pipe.hset(shims.model_key(cls, pk, "hash"), mapping=mapping)
@@ -133,6 +134,18 @@ class Error(BluequeModel):
                         pipe.zadd(cls.expiry_key(), {pk: deadline})
                 pipe.execute()
         return pks
+
+    @classmethod
+    def _writing(cls) -> Any:
+        """What the records are written in: a transaction on one Redis (limpyd's
+        pipeline, which its index objects write into too); in the cluster key mode, where
+        neither limpyd's pipeline nor a transaction is offered, each command as it comes,
+        on the node of their one slot (a few round trips per record: errors are rare; a
+        connection lost midway may leave a record half indexed, which the retention of
+        errors deletes as any other)."""
+        if cls.keys().cluster:
+            return _AtOnce(cls.get_connection())
+        return cls.database.pipeline(transaction=True)
 
     @classmethod
     def _deadlines(cls, records: Sequence[Mapping[str, str]],
@@ -174,7 +187,7 @@ class Error(BluequeModel):
                     pipe.hgetall(shims.model_key(cls, pk, "hash"))
                 found = pipe.execute(raise_on_error=False)
             collection = cls.get_field("pk").collection_key
-            with cls.database.pipeline(transaction=True) as pipe:
+            with cls._writing() as pipe:
                 for pk, values in zip(pks, found):
                     pipe.zrem(cls.expiry_key(), pk)
                     pipe.srem(collection, pk)
@@ -227,6 +240,26 @@ class Error(BluequeModel):
 
 
 register_errors(Error)
+
+
+class _AtOnce:
+    """A stand-in for a pipeline whose commands run as they are called (`execute` then
+    has nothing left to send)."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+    def execute(self, raise_on_error: bool = True) -> list[Any]:
+        return []
 
 
 def _moment(text: str | None) -> float:

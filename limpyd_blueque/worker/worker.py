@@ -244,7 +244,6 @@ class Worker(WorkerSettings):
         self.log(self.run_started_message())
         for warning in safety_warnings(self.queue_model.client()):
             self.log(f"Redis configuration: {warning}", logging.WARNING)
-        keep_no_errors_on_a_cluster(self)
         self.set_status("waiting")
 
     def run_once(self) -> None:
@@ -674,9 +673,11 @@ class Worker(WorkerSettings):
                      "queue, to resume from its checkpoint")
 
     def requeue_interrupted(self, task: RunningTask) -> None:
-        """Put an interrupted task back at the front of its queue, if it is still ours."""
+        """Put an interrupted task back at the front of its queue, if it is still ours: its
+        worker stopped, or its process could not reach Redis; not the task's failure, so
+        the attempt is not counted."""
         if task.job.requeue(listener_id=task.reservation.node or self.id, attempt=task.attempt,
-                            front=True, peak_rss=task.job.measured_peak):
+                            front=True, uncounted=True, peak_rss=task.job.measured_peak):
             self.log(f"[{task.queue_name}|{task.task_id}] interrupted, back at the front of "
                      "the queue")
 
@@ -928,12 +929,3 @@ def refuse_what_runners_cannot(worker: Worker, runner: type[TaskRunner]) -> None
     if not runner.can_time_out and worker.terminate_timeout is not None:
         raise ConfigurationError("terminate_timeout needs fork=True: an in-process task "
                                  "stops only for on_terminate='requeue' or a second signal")
-
-
-def keep_no_errors_on_a_cluster(worker: Worker) -> None:
-    """In the cluster key mode, which keeps no `Error` records yet, the worker stores
-    none (each failure is filed on its task only), and says so once."""
-    if worker.save_errors and worker.error_model.keys().cluster:
-        worker.save_errors = False
-        worker.log("the cluster key mode keeps no Error records yet: each failure is "
-                   "filed on its task only (its error field)", logging.WARNING)

@@ -159,6 +159,7 @@ def test_sigterm_with_requeue_interrupts_and_puts_the_task_back(long_task, conn)
     assert job.status.hget() == "pending"
     assert job.node.hget() is None and job.pid.hget() is None
     assert conn.zcard("blueque:leases:long") == 0
+    assert job.uncounted.hget() == "1"  # the worker stopped: not the task's failure
 
 
 def test_sigterm_with_detach_leaves_the_task_running_to_completion(long_task, conn):

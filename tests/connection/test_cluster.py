@@ -189,22 +189,65 @@ def test_worker_processes_run_tasks_and_a_killed_ones_tasks_come_back(bound, clu
     assert len(read_runs(tmp_path / "tasks.log")) == 8
 
 
-def test_a_failing_task_is_filed_failed_and_the_worker_goes_on(bound, caplog):
-    from limpyd_blueque import ConfigurationError, Error, Worker
+class Refused(Exception):
+    """A failure with a code, as an application's errors may have."""
 
-    queue = Queue.named("fragile")
-    jobs = queue.enqueue_many([{"n": n} for n in range(2)])
+    code = "E42"
+
+
+def test_failing_tasks_store_errors_filtered_as_on_one_redis(bound, cluster, caplog):
+    import json
+    import sys
+    from datetime import datetime, timezone
+
+    from limpyd_blueque import Error, Worker
+    from limpyd_blueque.operations.web import WebSettings, create_app
+    from limpyd_blueque.upkeep.retention import clean_errors
+
+    fragile = Queue.named("fragile").enqueue_many([{"n": n} for n in range(2)])
+    brittle = Queue.named("brittle").enqueue_many([{"n": n} for n in range(3)])
 
     def failing(job, queue):
-        raise ValueError("unreadable")
-    Worker("fragile", callback=failing, fork=False, max_loops=2, timeout=0.2).run()
-    for job in jobs:
+        if queue.pk.get() == "fragile":
+            raise ValueError("unreadable")
+        raise Refused("no entry")
+    Worker("fragile,brittle", callback=failing, fork=False, max_loops=5, timeout=0.2).run()
+    for job in fragile + brittle:
         data = Job.load(job.task_id).data()
-        assert data.status == "failed" and "unreadable" in data.error
-    assert "keeps no Error records yet" in caplog.text
-    assert "unexpected error" not in caplog.text
-    with pytest.raises(ConfigurationError, match="keeps no Error records"):
-        Error.add_errors([{"queue_name": "fragile", "type": "ValueError"}])
+        assert data.status == "failed" and data.error
+    assert "unexpected error" not in caplog.text and "keeps no Error" not in caplog.text
+    # every key of the records in one slot, beside the workers' records
+    error_keys = [key.decode() for port in cluster.masters()
+                  for key in redis.Redis(port=port).scan_iter(match="*:error:*")]
+    assert error_keys and all(key.startswith("{blueque}:error:") for key in error_keys)
+    assert len({redis.Redis(port=cluster.masters()[0]).cluster("keyslot", key)
+                for key in error_keys}) == 1
+    # filtered by queue, type, code, task and date
+    assert len(Error.collection(queue_name="fragile")) == 2
+    assert len(Error.collection(type="Refused")) == 3
+    assert len(Error.collection(code="E42", queue_name="brittle")) == 3
+    (own,) = Error.collection_for_job(brittle[0]).instances()
+    assert own.type.hget() == "Refused" and own.message.hget() == "no entry"
+    today = datetime.now(timezone.utc).strftime("%Y-%m-%d")
+    assert len(Error.collection(date=today)) == 5
+    assert len(Error.collection(date__gte=today, type="ValueError")) == 2
+    # the admin command and the dashboard read them
+    url = "redis+cluster://" + cluster.url.split("://", 1)[1]
+    listed = subprocess.run([sys.executable, "-m", "limpyd_blueque.admin", f"--redis-url={url}",
+                             "errors", "--queue=brittle", "--code=E42", "--json"],
+                            capture_output=True, text=True, timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    rows = json.loads(listed.stdout)["errors"]
+    assert len(rows) == 3 and {row["type"] for row in rows} == {"Refused"}
+    page = create_app(WebSettings()).test_client().get("/errors?type=ValueError")
+    assert page.status_code == 200 and page.get_data(as_text=True).count("unreadable") >= 2
+    # and their retention deletes them, index entries included
+    old = Error.add_error("brittle", brittle[0], ValueError("stale"),
+                          when=datetime(2020, 1, 1, tzinfo=timezone.utc), ttl=60)
+    assert len(Error.collection(queue_name="brittle")) == 4
+    assert clean_errors(Error, time.time()) == 1
+    assert len(Error.collection(queue_name="brittle")) == 3
+    assert old.pk.get() not in set(Error.collection())
 
 
 def test_what_an_operator_reads_works_on_a_cluster(bound):
