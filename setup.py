@@ -45,6 +45,9 @@ setup(
         "cron": ["cronsim>=2.6"],
         # `blueque metrics` and the web app's /metrics: the official Prometheus client
         "metrics": ["prometheus_client>=0.20"],
+        # the "msgpack" codec (protocol/codecs.py): the reference implementation's binding,
+        # a C extension with wheels for every platform, no dependency of its own
+        "msgpack": ["msgpack>=1.0"],
         # `blueque web`: Flask (request and response over our synchronous reads, Jinja2
         # templates that escape every value; 3.1 for TRUSTED_HOSTS), served by waitress (a
         # production WSGI server in pure Python), and the metrics route
@@ -66,7 +69,9 @@ setup(
                  "docutils>=0.18", "cronsim>=2.6",
                  "flask>=3.1", "waitress>=3.0", "prometheus_client>=0.20",
                  # reads the Kubernetes recipe of docs/recipes/ (test_recipes.py)
-                 "pyyaml>=6"],
+                 "pyyaml>=6",
+                 # the msgpack codec's tests (tests/worker/test_codecs.py)
+                 "msgpack>=1.0"],
         # the lint step of .ci/run (mypy.ini, ruff.toml); pinned, so that a new release
         # cannot turn CI red on unchanged code. These tools need Python 3.10 or later.
         # cronsim: for its types (only what periodic.py calls).

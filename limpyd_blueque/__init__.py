@@ -50,6 +50,7 @@ from .exceptions import (
 from .models import BluequeModel, Error, Job, JobModels, Queue, Task, TaskData, use_redis
 from .models.periodic import PeriodicTask
 from .models.workflow import Node, Workflow, WorkflowStatus
+from .protocol.codecs import UndecodableValue, UnknownCodec, register_codec
 from .protocol.keys import KeySpace
 from .protocol.limits import Limit
 from .protocol.options import MAX_PRIORITY
@@ -101,6 +102,8 @@ __all__ = [
     "TaskNotFound",
     "TaskTimeout",
     "TimeLimitExceeded",
+    "UndecodableValue",
+    "UnknownCodec",
     "UnknownJobModel",
     "Worker",
     "WorkerConfig",
@@ -109,5 +112,6 @@ __all__ = [
     "WorkflowNotFound",
     "WorkflowStatus",
     "__version__",
+    "register_codec",
     "use_redis",
 ]

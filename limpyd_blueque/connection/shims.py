@@ -76,6 +76,22 @@ def field_names(model: type[RedisModel]) -> list[str]:
     return model._fields
 
 
+def rename_model(model: type[RedisModel], name: str) -> None:
+    """Give `model` the key name `name` (`<namespace>:<model name>` by limpyd's rule),
+    on its database's list of models too.
+
+    Relies on the class attribute `_name` (limpyd `MetaRedisModel`), which every key of
+    the model starts with, and on `RedisDatabase._models`, the models of a database by
+    that name (limpyd looks a model up there by its name when it moves it to another
+    database).
+    """
+    old = model._name
+    models = getattr(model.database, "_models", None)
+    if isinstance(models, dict) and models.get(old) is model:
+        models[name] = models.pop(old)
+    model._name = name
+
+
 def model_key(model: type[RedisModel], *parts: object) -> str:
     """A key of `model` as limpyd names its own: `<namespace>:<model name>:<parts...>`.
 

@@ -105,7 +105,7 @@ def _name_keys(model: type[BluequeModel]) -> None:
     model._plain_name = plain  # type: ignore[attr-defined]
     name = plain[len(model.namespace) + 1:]  # limpyd's: the namespace, ':', the name
     cluster = bool(getattr(model.database, "cluster", False))
-    model._name = f"{{{model.namespace}}}:{name}" if cluster else plain
+    shims.rename_model(model, f"{{{model.namespace}}}:{name}" if cluster else plain)
 
 
 def _owner(field: fields.RedisField) -> BluequeModel:

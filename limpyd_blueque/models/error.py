@@ -228,7 +228,35 @@ class Error(BluequeModel):
     def collection_for_job(cls, job: Job | str) -> Any:
         """The errors of a task, newest first."""
         task_id = job if isinstance(job, str) else job.pk.get()
-        return cls.collection(job_pk=task_id).sort(by="-timestamp")
+        return cls.newest_first(job_pk=task_id)
+
+    @classmethod
+    def newest_first(cls, **filters: Any) -> Any:
+        """The collection of the errors matching `filters`, newest first: by their time,
+        or in the cluster key mode by the order they were stored in (their pks: a cluster
+        sorts by no pattern of other keys before Redis 7, and the pks follow the time the
+        errors were stored)."""
+        collection = cls.collection(**filters)
+        return collection.sort(by="-pk" if cls.keys().cluster else "-timestamp")
+
+    @classmethod
+    def newest_values(cls, filters: Mapping[str, Any], names: Sequence[str], start: int,
+                      stop: int) -> list[dict[str, Any]]:
+        """The fields `names` (and `pk`) of the errors matching `filters`, newest first,
+        from `start` to `stop` (see `newest_first`). In the cluster key mode each record's
+        hash is read in one pipelined round trip (no sort there reads other keys)."""
+        collection = cls.newest_first(**filters)
+        if not cls.keys().cluster:
+            return cast("list[dict[str, Any]]", collection.values(*names)[start:stop])
+        pks = list(collection[start:stop])
+        read = [name for name in names if name != "pk"]
+        connection = cls.get_connection()
+        with connection.pipeline(transaction=False) as pipe:
+            for pk in pks:
+                pipe.hmget(shims.model_key(cls, pk, "hash"), read)
+            replies = pipe.execute(raise_on_error=False)
+        return [{**dict(zip(read, reply)), "pk": pk} for pk, reply in zip(pks, replies)
+                if isinstance(reply, list)]
 
     @property
     def datetime(self) -> datetime:

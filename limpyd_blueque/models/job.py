@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, TypeVar
 
 from ..exceptions import ConfigurationError, InvalidTransition, TaskNotFound, UnknownJobModel
+from ..protocol.codecs import DEFAULT_CODEC, Codec, codec_named
 from ..protocol.keys import check_queue_name
 from ..protocol.options import check_priority, eta_of, priority_of, seconds
 from ..protocol.scripts import Reservation
@@ -59,6 +60,8 @@ class Job(Task):
     _cancel_seen = False
     _cancel_checked = 0.0
     _stop_seen = False
+    #: the codec of a task that names none (its worker gives its queue's)
+    default_codec: str = DEFAULT_CODEC
     #: the peak memory (bytes) of the process that ran this attempt, noted with its
     #: outcome (set by its worker for a forked task; None: not measured)
     measured_peak: int | None = None
@@ -145,15 +148,18 @@ class Job(Task):
         failure, no retry used, its result not stored (raising `Delay` does the same)."""
         self.delay_requested = seconds("delay", wait)
 
-    def wait(self, timeout: float | None = None) -> str:
+    def wait(self, timeout: float | None = None) -> Any:
         """Block until the task finishes, from a producer: its result (the text it
         stores) once complete; `TaskFailed` (with its error, and the newest `Error`
         stored for it) once failed for good; `TaskCanceled` once canceled or expired;
         `TimeoutError` after `timeout` seconds (None: no limit); `TaskNotFound` when
         there is no such task. A task finished already answers at once. Woken by the
         message its finish publishes, and reading the task every two seconds or so in
-        case one is lost (see `models.waiting`)."""
-        return wait_for(self.scripts(), self.keys(), self.client(), self.task_id, timeout)
+        case one is lost (see `models.waiting`). A task of another codec than the default
+        gives its result decoded with it."""
+        text = wait_for(self.scripts(), self.keys(), self.client(), self.task_id, timeout)
+        codec = self.codec.hget()
+        return codec_named(codec).decode(text, "result") if codec else text
 
     def parent_results(self) -> dict[str, str]:
         """`{task_id: result}` of the tasks this one waited for (`after`, or its parents in
@@ -264,14 +270,35 @@ class Job(Task):
         """How far the task is, as last written (None: it reported no progress)."""
         return Progress.from_text(self.raw_field("progress"))
 
+    def payload_codec(self) -> Codec:
+        """The codec of the task's parameters, result and checkpoints: the one it was
+        written with (its `codec` field), else `default_codec` (`UnknownCodec` names one
+        not known here)."""
+        name = self.known.get("codec") if self.task is not None else self.codec.hget()
+        return codec_named(name or self.default_codec)
+
+    def payload(self) -> Any:
+        """The task's parameters, decoded with its codec (the default one: a JSON value,
+        or the text itself when it is no JSON); `UndecodableValue` names the codec of a
+        value that does not decode."""
+        text = (self.known.get("parameters") if self.task is not None
+                else self.parameters.hget())
+        return self.payload_codec().decode(text)
+
+    def result_value(self) -> Any:
+        """The task's stored result, decoded with its codec (None: none stored)."""
+        return self.payload_codec().decode(self.result.hget(), "result")
+
     def checkpoint(self, state: Any) -> bool:
         """From inside the running task: store `state` (JSON-able) as where to resume, now.
         A later attempt (after a crash, a requeue, a release or an adoption) reads it with
         `last_checkpoint`. False when this attempt no longer holds the task: an older
         attempt never overwrites the checkpoint of a newer one. `RedisFull` or
         `RedisUnavailable` when Redis cannot take it now: the task may go on, and
-        checkpoint again later."""
-        return self.reporter().checkpoint(state)
+        checkpoint again later. A task of another codec than the default stores any state
+        that codec encodes."""
+        codec = self.payload_codec()
+        return self.reporter().checkpoint(state, None if codec.name == DEFAULT_CODEC else codec)
 
     def checkpoint_record(self) -> CheckpointRecord | None:
         """The task's last checkpoint with its attempt, time and size (None: none)."""
@@ -280,7 +307,11 @@ class Job(Task):
     def last_checkpoint(self) -> Any:
         """The state of the task's last checkpoint (None when it has none)."""
         record = self.checkpoint_record()
-        return record.state if record is not None else None
+        if record is None:
+            return None
+        if record.codec is not None:
+            return codec_named(record.codec).decode(record.state, "checkpoint")
+        return record.state
 
     def cancel_requested(self) -> bool:
         """True once the running task's cancel was asked (`cancel`). Inside a worker, read

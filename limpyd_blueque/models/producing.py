@@ -15,6 +15,7 @@ from redis.exceptions import RedisError
 from ..connection.clients import check_value_sizes, maybe_too_large
 from ..connection.errors import reaching
 from ..exceptions import ConfigurationError, LimpydBluequeError, PartiallyEnqueued
+from ..protocol.codecs import codec_named
 from ..protocol.keys import KeySpace
 from ..protocol.options import TaskOptions, task_options
 from ..protocol.values import (
@@ -107,12 +108,17 @@ def prepare_tasks(job_model: type[T], keys: KeySpace, queue: str, parameters: Se
     no server: every mistake is found before anything is written. Their ids are given in
     the key mode of `keys` (see `KeySpace.task_id_in`)."""
     common = dict(common or {})
-    texts = [encode(value) for value in check_parameters_list(parameters)]
+    values = check_parameters_list(parameters)
+    coded = bool(options) or "codec" in common  # (a codec is an option)
+    texts = [] if coded else [encode(value) for value in values]
     ids = [keys.task_id_in(queue, task_id) for task_id in (
-        [new_task_id() for _ in texts] if task_ids is None
-        else check_task_ids(task_ids, len(texts)))]
+        [new_task_id() for _ in values] if task_ids is None
+        else check_task_ids(task_ids, len(values)))]
     check_number("chunk", chunk, integer=True, minimum=1)
-    checked = per_task_options(job_model, len(texts), common, options, time.time())
+    checked = per_task_options(job_model, len(values), common, options, time.time())
+    if coded:  # each with its codec, once the options are known good
+        texts = [codec_named((options[index] if options else {}).get(
+            "codec", common.get("codec"))).encode(value) for index, value in enumerate(values)]
     classes = ([model_class(job_model, (options[i] if options else {}).get(
         "model", common.get("model"))) for i in range(len(texts))]
         if options or "model" in common else [job_model] * len(texts))

@@ -19,6 +19,7 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..exceptions import REDIS_AWAY, Canceled, ConfigurationError, InvalidParameters
+from ..protocol.codecs import Codec
 from ..protocol.values import MAX_SECONDS, MAX_TIMESTAMP, check_number
 
 if TYPE_CHECKING:
@@ -134,6 +135,8 @@ class CheckpointRecord:
     attempt: int
     at: datetime
     size: int
+    #: the codec `state` is written with (None: it is the JSON state itself)
+    codec: str | None = None
 
     @classmethod
     def from_text(cls, text: str | None) -> CheckpointRecord | None:
@@ -145,7 +148,9 @@ class CheckpointRecord:
             return None
         if not isinstance(attempt, int) or at is None:
             return None
-        return cls(state, attempt, _moment(at), len((text or "").encode()))
+        codec = data.get("codec")
+        return cls(state, attempt, _moment(at), len((text or "").encode()),
+                   codec if isinstance(codec, str) and isinstance(state, str) else None)
 
 
 
@@ -220,12 +225,15 @@ class ProgressReporter:
         self.canceled = self.canceled or asked
         return True
 
-    def checkpoint(self, state: Any) -> bool:
-        """Store `state` (JSON-able) as the task's checkpoint now, with the progress not
-        written yet; False when this attempt no longer holds the task."""
+    def checkpoint(self, state: Any, codec: Codec | None = None) -> bool:
+        """Store `state` (JSON-able; with a `codec`, anything it encodes, kept as the text
+        of its bytes) as the task's checkpoint now, with the progress not written yet;
+        False when this attempt no longer holds the task."""
+        record: dict[str, Any] = {"state": state, "attempt": self.attempt, "at": self.clock()}
+        if codec is not None:
+            record.update(state=codec.encode(state, "checkpoint"), codec=codec.name)
         try:
-            text = json.dumps({"state": state, "attempt": self.attempt, "at": self.clock()},
-                              allow_nan=False)
+            text = json.dumps(record, allow_nan=False)
         except (TypeError, ValueError) as error:
             raise InvalidParameters(f"a checkpoint must be JSON-able: {error}") from None
         if len(text.encode()) > CHECKPOINT_MAX_BYTES:

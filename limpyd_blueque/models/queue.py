@@ -16,6 +16,7 @@ from ..connection.errors import reaching
 from ..exceptions import ConfigurationError, InvalidTransition, TaskNotFound
 from ..protocol import statistics
 from ..protocol.bounds import BOUND_TERMS
+from ..protocol.codecs import check_codec
 from ..protocol.keys import KeySpace, check_listener_id, check_queue_name
 from ..protocol.limits import Limit, limit_field, stored_limit
 from ..protocol.liveness import WORKER_ORDERS, server_time, worker_records
@@ -144,10 +145,19 @@ class Queue(BluequeModel):
                 continue
         return found
 
+    #: the codec this object's `enqueue` and `enqueue_many` write parameters with (None:
+    #: the default, "json"; see `named` and protocol/codecs.py)
+    codec: str | None = None
+
     @classmethod
-    def named(cls, name: str) -> Queue:
-        """The queue called `name`, whether or not it holds anything yet."""
-        return cls.lazy_connect(check_queue_name(name))
+    def named(cls, name: str, codec: str | None = None) -> Queue:
+        """The queue called `name`, whether or not it holds anything yet; `codec` names
+        the codec its tasks are written with by this object (`UnknownCodec` names an
+        unknown one): each task records it, so workers decode it with the same."""
+        queue = cls.lazy_connect(check_queue_name(name))
+        if codec is not None:
+            queue.codec = check_codec(codec)
+        return queue
 
     def reserved(self, listener_id: str) -> ReservedListField:
         """The reserved list of `listener_id` on this queue, as a limpyd list field."""
@@ -190,6 +200,8 @@ class Queue(BluequeModel):
         * any other keyword: a field of the job model (`ttr`, `max_attempts`,
           `max_run_time`, `cancel_on_error`, or a subclass's own).
         """
+        if self.codec is not None:
+            options.setdefault("codec", self.codec)
         return enqueue_one(self.job_model, self._queue_name(), parameters, task_id, options)
 
     def enqueue_many(self, parameters: Sequence[Any], *, task_ids: Sequence[str] | None = None,
@@ -206,6 +218,8 @@ class Queue(BluequeModel):
         others were written, `PartiallyEnqueued` carries their ids. Returns the `Job` of
         each task, in order (for an identifier that was waiting already, its task).
         """
+        if self.codec is not None:
+            common.setdefault("codec", self.codec)
         return enqueue_tasks(self.job_model, self._queue_name(), parameters, task_ids=task_ids,
                              chunk=chunk, options=options, common=common)
 

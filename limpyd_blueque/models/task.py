@@ -188,6 +188,9 @@ class Task(BluequeModel):
     cpu_limit = fields.InstanceHashField()  # CPU seconds
     soft_time_limit = fields.InstanceHashField()  # seconds
     peak_rss = fields.InstanceHashField()  # bytes: the peak memory of its last process
+    # the codec its parameters, result and checkpoints are written with (unset: "json",
+    # the Blueque wire format; see protocol/codecs.py)
+    codec = fields.InstanceHashField()
 
     #: the Blueque fields (every Blueque client writes them)
     BLUEQUE_FIELDS = (*TaskData.BLUEQUE_FIELDS, "reclaimed_node")
@@ -198,7 +201,8 @@ class Task(BluequeModel):
                   "expires_at", "progress", "checkpoint", "cancel_requested", "stalled_at",
                   "stall_timeout", "result_ttl", "failure_ttl", "error_ttl", "retry_delay",
                   "retry_backoff", "retry_max_delay", "retry_jitter", "retry_deadline",
-                  "no_retry_for", "max_memory", "cpu_limit", "soft_time_limit", "peak_rss")
+                  "no_retry_for", "max_memory", "cpu_limit", "soft_time_limit", "peak_rss",
+                  "codec")
 
     @property
     def task_id(self) -> str:

@@ -114,10 +114,9 @@ def wait_for(scripts: Scripts, keys: KeySpace, client: redis.Redis, task_id: str
 def _stored_error(keys: KeySpace, task_id: str, watched: Watched,
                   deadline: float | None) -> object:
     """The `Error` stored for the last attempt of a failed task (None when none comes
-    within `ERROR_GRACE` seconds or the deadline, as in the cluster key mode; None at once
-    for a task that never ran, failed by a task it waited for)."""
-    if (watched.status != Status.FAILED or keys.cluster or _errors is None
-            or not watched.attempt):
+    within `ERROR_GRACE` seconds or the deadline; None at once for a task that never ran,
+    failed by a task it waited for)."""
+    if watched.status != Status.FAILED or _errors is None or not watched.attempt:
         return None
     until = time.monotonic() + ERROR_GRACE
     if deadline is not None:

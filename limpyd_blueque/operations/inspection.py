@@ -133,12 +133,13 @@ def stored_errors(query: ErrorQuery, error_model: type[Error] = Error) -> list[E
     exact time bound then drops what falls outside it on its bound days, reading on in
     pages of `limit` until `limit` rows are found."""
     check_limit(query.limit)
-    collection = error_model.collection(**query.filters()).sort(by="-timestamp")
+    filters = query.filters()
     rows: list[ErrorRow] = []
     start = 0
     while len(rows) < query.limit:
         with reaching(error_model.client()):
-            page = collection.values(*ERROR_FIELDS)[start:start + query.limit]
+            page = error_model.newest_values(filters, ERROR_FIELDS, start,
+                                             start + query.limit)
         rows += [row for row in map(ErrorRow.from_values, page) if query.keeps(row)]
         if len(page) < query.limit:
             break
@@ -265,9 +266,8 @@ def error_type_counts(query: ErrorQuery, cap: int = 2_000,
     """How many stored errors matching `query` (its limit aside) there are of each type,
     counted over the newest `cap` of them, the most frequent type first; how many were
     counted; and True when there were more than `cap`."""
-    collection = error_model.collection(**query.filters()).sort(by="-timestamp")
     with reaching(error_model.client()):
-        page = collection.values("type", "timestamp")[:cap + 1]
+        page = error_model.newest_values(query.filters(), ("type", "timestamp"), 0, cap + 1)
     counts: dict[str, int] = {}
     seen = 0
     for values in page[:cap]:

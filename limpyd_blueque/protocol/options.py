@@ -16,6 +16,7 @@ from typing import Any, NamedTuple, Protocol, cast
 
 from ..exceptions import ConfigurationError
 from .bounds import parse_size
+from .codecs import DEFAULT_CODEC, check_codec
 from .retries import check_names
 from .values import MAX_COUNT, MAX_SECONDS, check_number, encode, shown, timestamp
 
@@ -297,6 +298,9 @@ def field_values(job_model: JobModelLike, fields: Mapping[str, Any]) -> dict[str
         elif name == "cancel_on_error":
             if value:
                 values[name] = "1"
+        elif name == "codec":  # (the default one is not written: what Blueque reads)
+            if check_codec(value) != DEFAULT_CODEC:
+                values[name] = check_codec(value)
         elif value is not None:
             values[name] = encode(value, name)
     return values

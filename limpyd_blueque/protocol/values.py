@@ -27,6 +27,12 @@ MAX_TIMESTAMP = 253402300799
 _JSON = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 
 
+class Encoded(str):
+    """Text a codec made already (the bytes of a value, see codecs.py): stored as it is."""
+
+    __slots__ = ()
+
+
 def encode(value: Any, what: str = "parameters") -> str:
     """Return the string to store for `value`.
 
@@ -38,7 +44,7 @@ def encode(value: Any, what: str = "parameters") -> str:
     characters that are not UTF-8 are escaped instead.
     """
     if isinstance(value, str):
-        return _utf8_text(value, what)
+        return str(value) if isinstance(value, Encoded) else _utf8_text(value, what)
     if isinstance(value, (bytes, bytearray, memoryview)):
         raise InvalidParameters(
             f"task {what} cannot be bytes: decode them to str, or pass a JSON-serializable value"

@@ -18,7 +18,7 @@ from ..exceptions import REDIS_AWAY, TaskNotFound
 from ..protocol.options import DEFAULT_ERROR_TTL
 from ..protocol.statistics import Tally
 from ..protocol.statuses import WAITING, Status
-from ..protocol.values import encode
+from ..protocol.values import Encoded, encode
 from ..upkeep.retention import error_ttl_for
 
 if TYPE_CHECKING:
@@ -129,11 +129,12 @@ class OutcomeRecorder:
         """The fenced step of `outcome`, run once: True when done."""
         holder, attempt, kind = self.holder(job), attempt_of(job), outcome.kind
         peak = outcome.peak_rss
+        text = Encoded(outcome.text)  # (encoded by the hooks already, with its codec)
         if kind == "complete":
-            return job.complete(outcome.text, listener_id=holder, attempt=attempt,
+            return job.complete(text, listener_id=holder, attempt=attempt,
                                 tally=self.tally, peak_rss=peak)
         if kind == "fail":
-            return job.fail(outcome.text, listener_id=holder, attempt=attempt,
+            return job.fail(text, listener_id=holder, attempt=attempt,
                             tally=self.tally, peak_rss=peak)
         if kind == "cancel":
             return job.record_canceled("Canceled: stopped at its owner's request",

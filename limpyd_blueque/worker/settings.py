@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Generic, TypeVar, cast
 from ..exceptions import ConfigurationError
 from ..models import Error, Job, Queue
 from ..protocol.bounds import parse_size
+from ..protocol.codecs import check_codec
 from ..protocol.keys import check_listener_id, check_queue_name
 from ..protocol.options import (
     DEFAULT_ERROR_TTL,
@@ -195,6 +196,13 @@ def _check_names(setting: Setting[Any], value: object) -> object:
     return check_names(value, setting.name) if value else ()
 
 
+def _check_codecs(setting: Setting[Any], value: object) -> object:
+    """{queue name: codec name} -> the same, each name checked (the codec known here)."""
+    if not isinstance(value, Mapping):
+        raise setting.refuse("must be a mapping of queue names to codec names", value)
+    return {check_queue_name(queue): check_codec(codec) for queue, codec in value.items()}
+
+
 def _check_size(setting: Setting[Any], value: object) -> object:
     """A number of bytes, or text such as "512M" or "2G" -> a whole number of bytes."""
     return parse_size(value, setting.name)
@@ -239,7 +247,7 @@ KINDS: dict[str, Callable[[Setting[Any], object], Any]] = {
     "int": _check_number, "float": _check_number, "bool": _check_bool, "str": _check_str,
     "choice": _check_choice, "queues": _check_queues, "callable": _check_callable,
     "level": _check_level, "model": _check_model, "models": _check_models,
-    "names": _check_names, "size": _check_size,
+    "names": _check_names, "size": _check_size, "codecs": _check_codecs,
 }
 
 
@@ -364,6 +372,14 @@ class WorkerSettings:
     soft_time_limit: Setting[float | None] = Setting(
         "float", None, "seconds a task runs before SoftTimeLimitExceeded is raised in it",
         minimum=0, above=True, optional=True, default_text="no limit")
+    #: a task records the codec it was written with; these decode the tasks that name
+    #: none (see protocol/codecs.py)
+    codec: Setting[str] = Setting(
+        "str", "json", "codec of the tasks that name none (json, bytes, msgpack, or one "
+        "registered with register_codec)", validator=check_codec)
+    codecs: Setting[Mapping[str, str]] = Setting(
+        "codecs", {}, "{queue: codec}: a queue's own codec, over codec", cli=False,
+        default_text="{}")
     schedule_interval: Setting[float] = Setting(
         "float", 1.0, "seconds between moves of due scheduled tasks", minimum=0, above=True)
     #: light cleans take back expired leases; None: half of `ttr`

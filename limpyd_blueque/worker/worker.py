@@ -41,13 +41,14 @@ from ..exceptions import (
 from ..models import Job, JobModels, Queue
 from ..protocol.bounds import BOUND_TERMS, Bounds
 from ..protocol.bounds import resolve as resolve_bounds
+from ..protocol.codecs import DEFAULT_CODEC, UndecodableValue, UnknownCodec
 from ..protocol.liveness import listener_id_for
 from ..protocol.options import renewal_period, seconds
 from ..protocol.retries import RETRY_TERMS, RetryPolicy, asked_delay
 from ..protocol.retries import resolve as resolve_retry
 from ..protocol.scripts import PassedOver, Reservation
 from ..protocol.statistics import Tally
-from ..protocol.values import encode, is_text, printable
+from ..protocol.values import is_text, printable
 from .bounds import can_watch_memory
 from .controls import Controls
 from .heartbeat import LeaseKeeper, Terms
@@ -61,7 +62,8 @@ from .settings import WorkerSettings
 from .watch import TaskWatch
 
 #: errors of a task that cannot run as it is: it is failed, never requeued
-UNRUNNABLE = (InvalidParameters, UnknownJobModel, QuarantinedTask)
+UNRUNNABLE = (InvalidParameters, UnknownJobModel, QuarantinedTask, UnknownCodec,
+              UndecodableValue)
 
 
 class Worker(WorkerSettings):
@@ -506,9 +508,11 @@ class Worker(WorkerSettings):
                      logging.WARNING)
 
     def equip(self, job: Job) -> Job:
-        """Give a task the worker's progress interval and retention."""
+        """Give a task the worker's progress interval, retention, and its queue's codec
+        (for a task that names none)."""
         job.progress_interval = self.progress_interval
         job.retention = self.retention
+        job.default_codec = self.codecs.get(job.known.get("queue") or "", self.codec)
         return job
 
     def settled_by_itself(self, job: Job, queue: Queue) -> bool:
@@ -533,15 +537,21 @@ class Worker(WorkerSettings):
 
     def prepare(self, job: Job, queue: Queue) -> Job | None:
         """The task as the job model it names (see `JobModels`), before it runs; None when
-        it cannot run as it is (its parameters are not text, or it names a model this
-        worker was not given): it is then failed, with an error naming the problem."""
+        it cannot run as it is (its parameters are not text, or do not decode with its
+        codec, it names a codec not known here or a model this worker was not given): it
+        is then failed once, with an error naming the problem."""
+        self.equip(job)
         try:
-            if not is_text(job.known.get("parameters")):
-                raise InvalidParameters("task parameters are not valid UTF-8 text: the task "
-                                        "cannot be decoded")
+            codec = job.payload_codec()
+            if codec.name == DEFAULT_CODEC:
+                if not is_text(job.known.get("parameters")):
+                    raise InvalidParameters("task parameters are not valid UTF-8 text: the "
+                                            "task cannot be decoded")
+            else:
+                job.payload()  # a value its codec cannot read fails the task here, once
             assert job.task is not None, "a reserved job comes from its reservation"
             model = self.models.model_for(job.task)
-        except (InvalidParameters, UnknownJobModel) as error:
+        except UNRUNNABLE as error:
             self.job_error(job, queue, error)
             return None
         return self.equip(job if type(job) is model else model.from_reservation(job.task))
@@ -695,7 +705,7 @@ class Worker(WorkerSettings):
         A result that cannot be stored (see `values.encode`) fails the task instead.
         """
         try:
-            text = encode(result, "result")
+            text = job.payload_codec().encode(result, "result")
         except InvalidParameters as error:
             trace = traceback.format_exc() if self.save_tracebacks else None
             self.job_error(job, queue, error, trace)

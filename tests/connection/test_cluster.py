@@ -239,6 +239,9 @@ def test_failing_tasks_store_errors_filtered_as_on_one_redis(bound, cluster, cap
     assert listed.returncode == 0, listed.stderr
     rows = json.loads(listed.stdout)["errors"]
     assert len(rows) == 3 and {row["type"] for row in rows} == {"Refused"}
+    assert [row["pk"] for row in rows] == sorted((row["pk"] for row in rows), key=int,
+                                                 reverse=True)  # newest first
+    assert {row["job"] for row in rows} == {job.task_id for job in brittle}
     page = create_app(WebSettings()).test_client().get("/errors?type=ValueError")
     assert page.status_code == 200 and page.get_data(as_text=True).count("unreadable") >= 2
     # and their retention deletes them, index entries included
