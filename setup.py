@@ -48,6 +48,10 @@ setup(
         # the "msgpack" codec (protocol/codecs.py): the reference implementation's binding,
         # a C extension with wheels for every platform, no dependency of its own
         "msgpack": ["msgpack>=1.0"],
+        # encryption at rest (protocol/encryption.py): AES-256-GCM from the Python
+        # Cryptographic Authority's package, the reference for it in Python; never written
+        # by hand
+        "encryption": ["cryptography>=42"],
         # `blueque web`: Flask (request and response over our synchronous reads, Jinja2
         # templates that escape every value; 3.1 for TRUSTED_HOSTS), served by waitress (a
         # production WSGI server in pure Python), and the metrics route
@@ -70,8 +74,8 @@ setup(
                  "flask>=3.1", "waitress>=3.0", "prometheus_client>=0.20",
                  # reads the Kubernetes recipe of docs/recipes/ (test_recipes.py)
                  "pyyaml>=6",
-                 # the msgpack codec's tests (tests/worker/test_codecs.py)
-                 "msgpack>=1.0"],
+                 # the msgpack codec's and the encryption's tests
+                 "msgpack>=1.0", "cryptography>=42"],
         # the lint step of .ci/run (mypy.ini, ruff.toml); pinned, so that a new release
         # cannot turn CI red on unchanged code. These tools need Python 3.10 or later.
         # cronsim: for its types (only what periodic.py calls).

@@ -41,9 +41,9 @@ nitpick_ignore_regex = [
     (r"py:(class|obj|exc|data)", r"(aioredis|redis|limpyd|typing|collections|argparse|"
                                  r"datetime|logging|enum|types|concurrent|threading|"
                                  r"pathlib|builtins|_?io|re|json|os|signal|subprocess|asyncio)\..*"),
-    (r"py:(class|obj)", r"limpyd_blueque\.(protocol\.(scripts|statistics|bounds)|"
+    (r"py:(class|obj)", r"limpyd_blueque\.(protocol\.(scripts|statistics|bounds|codecs|encryption)|"
                         r"worker\.(heartbeat|running|recovery|runners|messages|contract))\..*"),
-    (r"py:(class|obj)", r"T|RunningTask|Reservation|Tally|Bounds|Controls"),
+    (r"py:(class|obj)", r"T|RunningTask|Reservation|Tally|Bounds|Controls|Codec|Keyring"),
     (r"py:(class|obj)", r"limpyd_blueque\.[\w.]+\.(T|J|TaskCollectionManager|"
                         r"ReservedListField|ProgressReporter)"),
 ]

@@ -51,6 +51,7 @@ from .models import BluequeModel, Error, Job, JobModels, Queue, Task, TaskData, 
 from .models.periodic import PeriodicTask
 from .models.workflow import Node, Workflow, WorkflowStatus
 from .protocol.codecs import UndecodableValue, UnknownCodec, register_codec
+from .protocol.encryption import TamperedValue, UnknownEncryptionKey
 from .protocol.keys import KeySpace
 from .protocol.limits import Limit
 from .protocol.options import MAX_PRIORITY
@@ -93,6 +94,7 @@ __all__ = [
     "Retry",
     "SoftTimeLimitExceeded",
     "Status",
+    "TamperedValue",
     "Task",
     "TaskCanceled",
     "TaskData",
@@ -104,6 +106,7 @@ __all__ = [
     "TimeLimitExceeded",
     "UndecodableValue",
     "UnknownCodec",
+    "UnknownEncryptionKey",
     "UnknownJobModel",
     "Worker",
     "WorkerConfig",

@@ -18,6 +18,7 @@ from ..exceptions import InvalidName, ProtocolError
 from ..models import Queue, use_redis
 from ..models.periodic import PeriodicTask, check_name, iso
 from ..operations.overview import check_known_queues
+from ..protocol.encryption import Keyring
 from ..protocol.keys import QUEUE_NAME_RE, check_queue_name
 from ..protocol.values import printable
 from . import limits, operators, queues, serving, workflows
@@ -104,6 +105,9 @@ def make_parser() -> argparse.ArgumentParser:
 
     parser = OneLineParser(prog="blueque", formatter_class=argparse.RawDescriptionHelpFormatter)
     add_redis_url_options(parser)
+    parser.add_argument("--encryption-keys-file", metavar="FILE",
+                        help="a JSON file of {key id: base64 key}: encrypted tasks are shown "
+                        "(and reencrypted) with them; else shown as (encrypted)")
     add_traceback_option(parser)
     parser.add_argument("--version", action="version", version=f"limpyd-blueque {__version__}")
     commands = GroupedCommands(parser.add_subparsers(
@@ -190,7 +194,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = make_parser().parse_args(argv)
 
     def run() -> int:
-        use_redis(redis_url(options))
+        keys = options.encryption_keys_file
+        use_redis(redis_url(options),
+                  encryption_keys=Keyring.from_file(keys) if keys else None)
         commands = {"periodic": periodic_command, **queues.HANDLERS,
                     **operators.HANDLERS, **limits.HANDLERS, **workflows.HANDLERS,
                     **serving.HANDLERS}

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..exceptions import ConfigurationError
 from ..models import Job, Queue
+from ..operations.actions import reencrypt
 from ..operations.overview import check_known_queues
 from ..protocol.keys import check_queue_name
 from ..protocol.statistics import CALLS
@@ -45,6 +46,12 @@ def add_parsers(commands: Any, checked: Callable[[Callable[[str], str]], Any]) -
         command.add_argument("queue", type=queue_name, metavar="QUEUE")
         command.add_argument("--json", action="store_true",
                              help='{"queue": ..., "paused": ..., "changed": ...}')
+    reseal = commands.add_parser(
+        "reencrypt", help="seal again with the current key what older keys encrypted, in "
+        "every task of a queue (give the keys with --encryption-keys-file)")
+    reseal.add_argument("queue", type=queue_name, metavar="QUEUE")
+    reseal.add_argument("--json", action="store_true",
+                        help='{"queue", "rewritten", "values", "unopened"}')
     kick = commands.add_parser("kick", help="put buried tasks back in line, oldest first")
     kick.add_argument("queue", type=queue_name)
     kick.add_argument("--count", type=int, default=1, help="how many (default 1)")
@@ -136,8 +143,23 @@ def emptying(what: str, method: str) -> Handler:
     return command
 
 
+def reencrypt_command(options: argparse.Namespace) -> int:
+    """`blueque --encryption-keys-file=F reencrypt QUEUE`: what an older key sealed, sealed
+    again with the current one (see `actions.reencrypt`)."""
+    check_known_queues([options.queue])
+    done = reencrypt(options.queue)
+    if options.json:
+        print(json.dumps(asdict(done)))
+    else:
+        print(f"reencrypted: {done.rewritten} task(s), {done.values} value(s)"
+              + (f"; {len(done.unopened)} task(s) not opened (first: "
+                 f"{printable(done.unopened[0])})" if done.unopened else ""))
+    return 1 if done.unopened else 0
+
+
 HANDLERS: dict[str, Handler] = {
     "statistics": statistics_command, "peek": peek_command, "kick": kick_command,
+    "reencrypt": reencrypt_command,
     "pause": pausing(True), "resume": pausing(False),
     "truncate": emptying("delete every waiting task of queue {queue}", "truncate"),
     "drop": emptying("delete queue {queue} and all its tasks", "drop"),

@@ -167,6 +167,10 @@ class BluequeDatabase(PipelineDatabase):
     two databases on two URLs never mix.
     """
 
+    #: the encryption keys of the tasks written and read through it (a
+    #: `protocol.encryption.Keyring`, given by `use_redis`; None: tasks are written clear)
+    keyring: Any = None
+
     def __init__(self, url: str = DEFAULT_URL, *, cluster: bool = False,
                  **client_options: object) -> None:
         check_url(url)  # before any connection: a wrong one may hold other data

@@ -14,6 +14,7 @@ from limpyd.model import RedisModel
 from ..connection import shims
 from ..connection.clients import UnboundDatabase
 from ..exceptions import ProtocolError
+from ..protocol.encryption import Keyring
 from ..protocol.keys import DEFAULT_PREFIX, KeySpace, check_queue_name, keyspace
 from ..protocol.scripts import Scripts
 
@@ -54,6 +55,12 @@ class BluequeModel(RedisModel):
         if cls.namespace not in cache:
             cache[cls.namespace] = Scripts(cls.database.connection, cls.keys())
         return cache[cls.namespace]
+
+    @classmethod
+    def keyring(cls) -> Keyring | None:
+        """The encryption keys of this model's database (`use_redis(encryption_keys=...)`;
+        None: its tasks are written clear)."""
+        return cast("Keyring | None", getattr(cls.database, "keyring", None))
 
     @classmethod
     def client(cls) -> redis.Redis:

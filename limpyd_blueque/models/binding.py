@@ -4,16 +4,20 @@ library for a Redis error raised through it (`unconverted`)."""
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from typing import Any
 
 from redis.exceptions import RedisError
 
 from ..connection.clients import DEFAULT_URL, BluequeDatabase
 from ..connection.errors import describe, library_error
 from ..exceptions import LimpydBluequeError
+from ..protocol.encryption import Keyring
 from .base import BluequeModel
 
 
 def use_redis(url: str | None = None, *, check: bool = True, cluster: bool = False,
+              encryption_keys: Mapping[str, Any] | Keyring | None = None,
               **client_options: object) -> BluequeDatabase:
     """Bind every limpyd-blueque model to the Redis server at `url` and return the database.
 
@@ -26,10 +30,15 @@ def use_redis(url: str | None = None, *, check: bool = True, cluster: bool = Fal
     With `check`, the server is pinged so that a wrong URL fails here, with a
     `RedisUnavailable` that names it, rather than at the first task. `cluster` (or a
     `redis+cluster://` URL) binds them to a Redis Cluster, in the cluster key mode.
+    `encryption_keys` (`{key id: key}`, the one that encrypts first; see
+    docs/payloads.rst) seals the tasks these models write, and opens those they read.
     """
+    keyring = (encryption_keys if isinstance(encryption_keys, Keyring) or encryption_keys is None
+               else Keyring(encryption_keys))
     if url is None:
         url = os.environ.get("REDIS_URL") or DEFAULT_URL
     database = BluequeDatabase(url, cluster=cluster, **client_options)
+    database.keyring = keyring
     if check:
         database.ping()
     BluequeModel.use_database(database)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, TypeVar
 
 from ..exceptions import ConfigurationError, InvalidTransition, TaskNotFound, UnknownJobModel
 from ..protocol.codecs import DEFAULT_CODEC, Codec, codec_named
+from ..protocol.encryption import Keyring, UnknownEncryptionKey, context, key_id_of
 from ..protocol.keys import check_queue_name
 from ..protocol.options import check_priority, eta_of, priority_of, seconds
 from ..protocol.scripts import Reservation
@@ -62,6 +63,8 @@ class Job(Task):
     _stop_seen = False
     #: the codec of a task that names none (its worker gives its queue's)
     default_codec: str = DEFAULT_CODEC
+    #: the keys of its worker (None: its model's database's; see `value_keyring`)
+    value_keys: Keyring | None = None
     #: the peak memory (bytes) of the process that ran this attempt, noted with its
     #: outcome (set by its worker for a forked task; None: not measured)
     measured_peak: int | None = None
@@ -158,7 +161,9 @@ class Job(Task):
         case one is lost (see `models.waiting`). A task of another codec than the default
         gives its result decoded with it."""
         text = wait_for(self.scripts(), self.keys(), self.client(), self.task_id, timeout)
-        codec = self.codec.hget()
+        codec, sealed = self.hmget("codec", "encrypted")
+        if sealed:
+            text = self.open_value(text, "result") or ""
         return codec_named(codec).decode(text, "result") if codec else text
 
     def parent_results(self) -> dict[str, str]:
@@ -259,6 +264,8 @@ class Job(Task):
         last value written when the task ends. Raises `Canceled` once its cancel was asked."""
         reporter = self.reporter()
         reporter.canceled = reporter.canceled or self._cancel_seen
+        if message is not None and self.sealed():
+            message = self.seal_value(message, "progress")
         reporter.set(done, total, message)
 
     def flush_progress(self) -> None:
@@ -277,17 +284,56 @@ class Job(Task):
         name = self.known.get("codec") if self.task is not None else self.codec.hget()
         return codec_named(name or self.default_codec)
 
+    def sealed(self) -> bool:
+        """True when the task's values are encrypted (its `encrypted` field)."""
+        mark = self.known.get("encrypted") if self.task is not None else self.encrypted.hget()
+        return bool(mark)
+
+    def value_keyring(self) -> Keyring | None:
+        """The keys its values are sealed and opened with: its worker's, else its model's
+        database's (`use_redis(encryption_keys=...)`)."""
+        return self.value_keys or type(self).keyring()
+
+    def open_value(self, text: str | None, field: str) -> str | None:
+        """The clear text of one of its stored values (`field`: parameters, result,
+        checkpoint, progress): as stored for a task written clear; `UnknownEncryptionKey`
+        or `TamperedValue` for a sealed one this process cannot open."""
+        if text is None or not self.sealed():
+            return text
+        keyring = self.value_keyring()
+        if keyring is None:
+            raise UnknownEncryptionKey(f"the task's {field} are encrypted with the key "
+                                       f"{key_id_of(text)!r}, and this process was given no "
+                                       "encryption key")
+        return keyring.open(text, context(self.task_id, field))
+
+    def seal_value(self, text: str, field: str) -> str:
+        """`text` as the task stores it in `field`: sealed when its values are."""
+        if not self.sealed():
+            return text
+        keyring = self.value_keyring()
+        if keyring is None:
+            raise UnknownEncryptionKey(f"the task's {field} must be encrypted, and this "
+                                       "process was given no encryption key")
+        return keyring.seal(text, context(self.task_id, field))
+
     def payload(self) -> Any:
-        """The task's parameters, decoded with its codec (the default one: a JSON value,
-        or the text itself when it is no JSON); `UndecodableValue` names the codec of a
-        value that does not decode."""
+        """The task's parameters, opened (see `open_value`) and decoded with its codec
+        (the default one: a JSON value, or the text itself when it is no JSON);
+        `UndecodableValue` names the codec of a value that does not decode."""
         text = (self.known.get("parameters") if self.task is not None
                 else self.parameters.hget())
-        return self.payload_codec().decode(text)
+        return self.payload_codec().decode(self.open_value(text, "parameters"))
+
+    def result_text(self, result: Any) -> str:
+        """What the task stores for `result`: encoded with its codec, sealed when its
+        values are (`InvalidParameters` when its codec cannot encode it)."""
+        return self.seal_value(self.payload_codec().encode(result, "result"), "result")
 
     def result_value(self) -> Any:
-        """The task's stored result, decoded with its codec (None: none stored)."""
-        return self.payload_codec().decode(self.result.hget(), "result")
+        """The task's stored result, opened and decoded with its codec (None: none)."""
+        return self.payload_codec().decode(self.open_value(self.result.hget(), "result"),
+                                           "result")
 
     def checkpoint(self, state: Any) -> bool:
         """From inside the running task: store `state` (JSON-able) as where to resume, now.
@@ -298,6 +344,9 @@ class Job(Task):
         checkpoint again later. A task of another codec than the default stores any state
         that codec encodes."""
         codec = self.payload_codec()
+        if self.sealed():
+            return self.reporter().checkpoint(
+                state, codec, lambda text: self.seal_value(text, "checkpoint"))
         return self.reporter().checkpoint(state, None if codec.name == DEFAULT_CODEC else codec)
 
     def checkpoint_record(self) -> CheckpointRecord | None:
@@ -310,7 +359,8 @@ class Job(Task):
         if record is None:
             return None
         if record.codec is not None:
-            return codec_named(record.codec).decode(record.state, "checkpoint")
+            state = self.open_value(record.state, "checkpoint") if record.sealed else record.state
+            return codec_named(record.codec).decode(state, "checkpoint")
         return record.state
 
     def cancel_requested(self) -> bool:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
 
 from redis.exceptions import RedisError
@@ -16,6 +16,7 @@ from ..connection.clients import check_value_sizes, maybe_too_large
 from ..connection.errors import reaching
 from ..exceptions import ConfigurationError, LimpydBluequeError, PartiallyEnqueued
 from ..protocol.codecs import codec_named
+from ..protocol.encryption import ALGORITHM, context
 from ..protocol.keys import KeySpace
 from ..protocol.options import TaskOptions, task_options
 from ..protocol.values import (
@@ -119,6 +120,12 @@ def prepare_tasks(job_model: type[T], keys: KeySpace, queue: str, parameters: Se
     if coded:  # each with its codec, once the options are known good
         texts = [codec_named((options[index] if options else {}).get(
             "codec", common.get("codec"))).encode(value) for index, value in enumerate(values)]
+    keyring = job_model.keyring()
+    if keyring is not None:  # sealed, each bound to its task
+        texts = [keyring.seal(text, context(task_id, "parameters"))
+                 for task_id, text in zip(ids, texts)]
+        checked = [replace(own, fields={**own.fields, "encrypted": ALGORITHM})
+                   for own in checked]
     classes = ([model_class(job_model, (options[i] if options else {}).get(
         "model", common.get("model"))) for i in range(len(texts))]
         if options or "model" in common else [job_model] * len(texts))
@@ -142,7 +149,7 @@ def enqueue_one(job_model: type[T], queue: str, parameters: Any, task_id: str | 
     gives it. A task without options (what a producer sending tasks one at a time mostly
     sends) takes a shorter way, with the same checks: its parameters encoded, its id
     checked (else a new one), its parameters small enough for the server."""
-    if options:
+    if options or job_model.keyring() is not None:
         return enqueue_tasks(job_model, queue, [parameters],
                              task_ids=None if task_id is None else [task_id], common=options)[0]
     text = encode(parameters)

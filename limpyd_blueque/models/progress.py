@@ -137,6 +137,8 @@ class CheckpointRecord:
     size: int
     #: the codec `state` is written with (None: it is the JSON state itself)
     codec: str | None = None
+    #: `state` is encrypted (see protocol/encryption.py)
+    sealed: bool = False
 
     @classmethod
     def from_text(cls, text: str | None) -> CheckpointRecord | None:
@@ -149,8 +151,9 @@ class CheckpointRecord:
         if not isinstance(attempt, int) or at is None:
             return None
         codec = data.get("codec")
+        coded = isinstance(codec, str) and isinstance(state, str)
         return cls(state, attempt, _moment(at), len((text or "").encode()),
-                   codec if isinstance(codec, str) and isinstance(state, str) else None)
+                   codec if coded else None, coded and data.get("sealed") is True)
 
 
 
@@ -225,13 +228,17 @@ class ProgressReporter:
         self.canceled = self.canceled or asked
         return True
 
-    def checkpoint(self, state: Any, codec: Codec | None = None) -> bool:
+    def checkpoint(self, state: Any, codec: Codec | None = None,
+                   seal: Callable[[str], str] | None = None) -> bool:
         """Store `state` (JSON-able; with a `codec`, anything it encodes, kept as the text
-        of its bytes) as the task's checkpoint now, with the progress not written yet;
-        False when this attempt no longer holds the task."""
+        of its bytes, and sealed by `seal` when given) as the task's checkpoint now, with
+        the progress not written yet; False when this attempt no longer holds the task."""
         record: dict[str, Any] = {"state": state, "attempt": self.attempt, "at": self.clock()}
         if codec is not None:
-            record.update(state=codec.encode(state, "checkpoint"), codec=codec.name)
+            text = codec.encode(state, "checkpoint")
+            record.update(state=seal(text) if seal else text, codec=codec.name)
+            if seal:
+                record["sealed"] = True
         try:
             text = json.dumps(record, allow_nan=False)
         except (TypeError, ValueError) as error:

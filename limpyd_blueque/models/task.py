@@ -191,6 +191,9 @@ class Task(BluequeModel):
     # the codec its parameters, result and checkpoints are written with (unset: "json",
     # the Blueque wire format; see protocol/codecs.py)
     codec = fields.InstanceHashField()
+    # set when its parameters, result, checkpoints and progress messages are encrypted
+    # (the algorithm; see protocol/encryption.py)
+    encrypted = fields.InstanceHashField()
 
     #: the Blueque fields (every Blueque client writes them)
     BLUEQUE_FIELDS = (*TaskData.BLUEQUE_FIELDS, "reclaimed_node")
@@ -202,7 +205,7 @@ class Task(BluequeModel):
                   "stall_timeout", "result_ttl", "failure_ttl", "error_ttl", "retry_delay",
                   "retry_backoff", "retry_max_delay", "retry_jitter", "retry_deadline",
                   "no_retry_for", "max_memory", "cpu_limit", "soft_time_limit", "peak_rss",
-                  "codec")
+                  "codec", "encrypted")
 
     @property
     def task_id(self) -> str:

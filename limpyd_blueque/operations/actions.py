@@ -5,12 +5,20 @@ lists; the `blueque` command and the web dashboard both act through these."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, cast
 
-from ..exceptions import InvalidTransition, TaskNotFound
+from ..exceptions import (
+    ConfigurationError,
+    InvalidTransition,
+    LimpydBluequeError,
+    TaskNotFound,
+)
 from ..models import Job
+from ..protocol.encryption import Keyring, context, is_sealed
 from ..protocol.statuses import RUNNING, Status
 from .overview import pipelined, task_fields
 
@@ -91,6 +99,78 @@ def requeue_failed(queue: str) -> tuple[int, list[ActionResult]]:
                 left.append(outcome)
         remaining -= len(ids)
     return requeued, left
+
+
+@dataclass(frozen=True)
+class Resealed:
+    """What `reencrypt` did on a queue: the tasks and values it sealed again with the
+    current key, and the tasks it could not open (a key not given, or a damaged value)."""
+
+    queue: str
+    rewritten: int
+    values: int
+    unopened: list[str]
+
+
+def reencrypt(queue: str, job_model: type[Job] = Job, batch: int = 500) -> Resealed:
+    """Seal again with the current key every value of the encrypted tasks of `queue`
+    that an older key sealed (their parameters, result, checkpoint state and progress
+    message), each written only if unchanged since read. The keys are the models'
+    (`use_redis(encryption_keys=...)`); `ConfigurationError` without any."""
+    keyring = job_model.keyring()
+    if keyring is None:
+        raise ConfigurationError("reencrypt needs the encryption keys: --encryption-keys-file")
+    client, keys = job_model.client(), job_model.keys()
+    pattern = keys.task(keys.task_id_in(queue, "*") if keys.cluster else "*")
+    rewritten = values = 0
+    unopened: list[str] = []
+    names = ["queue", "encrypted", "parameters", "result", "checkpoint", "progress"]
+    found = list(client.scan_iter(match=pattern, count=batch))
+    for start in range(0, len(found), batch):
+        chunk = found[start:start + batch]
+        replies = pipelined(client, partial(_read_all, keys=chunk, names=names))
+        for key, reply in zip(chunk, replies):
+            if not isinstance(reply, list) or reply[0] != queue or not reply[1]:
+                continue
+            task_id = key[len(keys.task("")):]
+            try:
+                changes = resealed(keyring, task_id, dict(zip(names[2:], reply[2:])))
+            except LimpydBluequeError:
+                unopened.append(task_id)
+                continue
+            if changes:
+                written = job_model.scripts().reports.reseal(task_id, changes)
+                values += written
+                rewritten += 1 if written else 0
+    return Resealed(queue, rewritten, values, unopened)
+
+
+def _read_all(pipe: Any, keys: list[str], names: list[str]) -> list[Any]:
+    return [pipe.hmget(key, names) for key in keys]
+
+
+def resealed(keyring: Keyring, task_id: str,
+             stored: dict[str, str | None]) -> list[tuple[str, str, str]]:
+    """The `(field, value, value sealed again)` of a task's values an older key sealed."""
+    changes = []
+    for name in ("parameters", "result"):
+        value = stored.get(name)
+        if is_sealed(value):
+            assert value is not None
+            again = keyring.reseal(value, context(task_id, name))
+            if again is not None:
+                changes.append((name, value, again))
+    for name, inner in (("checkpoint", "state"), ("progress", "message")):
+        text = stored.get(name)
+        try:
+            record = json.loads(text or "")
+        except ValueError:
+            continue
+        if isinstance(record, dict) and is_sealed(record.get(inner)):
+            again = keyring.reseal(record[inner], context(task_id, name))
+            if again is not None and text is not None:
+                changes.append((name, text, json.dumps({**record, inner: again})))
+    return changes
 
 
 def purge(queue: str, status: Status) -> tuple[int, int]:

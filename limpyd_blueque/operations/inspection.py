@@ -3,6 +3,7 @@ data; see `overview` for the rules every read here follows."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, cast
@@ -11,14 +12,16 @@ from limpyd.exceptions import DoesNotExist
 from redis.exceptions import ResponseError
 
 from ..connection.errors import reaching
-from ..exceptions import ConfigurationError, ProtocolError, TaskNotFound
+from ..exceptions import ConfigurationError, LimpydBluequeError, ProtocolError, TaskNotFound
 from ..models import Error, Job
 from ..models.progress import CheckpointRecord
 from ..protocol.bounds import size_text
+from ..protocol.encryption import Keyring, context, is_sealed
 from ..protocol.keys import QUEUE_NAME_RE
 from ..protocol.liveness import server_time
 from ..protocol.statuses import RUNNING, Status
 from .overview import (
+    ENCRYPTED,
     ERROR_FIELDS,
     Result,
     Skipped,
@@ -216,7 +219,9 @@ def inspect_task(task_id: str, errors: int = 20, job_model: type[Job] = Job,
     if isinstance(reply, Exception):
         raise ProtocolError(f"task {task_id!r}: its key {keys.task(task_id)!r} is not a hash: "
                             f"{reply}")
-    values = {str(name): str(value) for name, value in cast("dict[Any, Any]", reply).items()}
+    values = opened_fields(task_id, {str(name): str(value) for name, value in
+                                     cast("dict[Any, Any]", reply).items()},
+                           job_model.keyring())
     skipped: list[Skipped] = []
     queue = values.get("queue", "")
     valid = bool(QUEUE_NAME_RE.match(queue))
@@ -240,6 +245,42 @@ def inspect_task(task_id: str, errors: int = 20, job_model: type[Job] = Job,
         errors=stored_errors(ErrorQuery(job=task_id, limit=errors), error_model)
         if errors else [], skipped=skipped,
         peak_rss=whole(values.get("peak_rss")))
+
+
+#: the fields an encrypted task keeps sealed (its progress message too, in `progress`)
+SEALED_FIELDS = ("parameters", "result", "checkpoint")
+
+
+def opened_fields(task_id: str, values: dict[str, str],
+                  keyring: Keyring | None) -> dict[str, str]:
+    """The fields of a task as they are shown: those an encrypted task seals opened with
+    `keyring`, or `ENCRYPTED` without it (never an error: a value that does not open is
+    shown as such)."""
+    if not values.get("encrypted"):
+        return values
+    shown = dict(values)
+
+    def opened(text: str, name: str) -> str:
+        if keyring is None or not is_sealed(text):
+            return ENCRYPTED
+        try:
+            return keyring.open(text, context(task_id, name))
+        except LimpydBluequeError:
+            return ENCRYPTED
+
+    for name in ("parameters", "result"):
+        if name in shown:
+            shown[name] = opened(shown[name], name)
+    for name, inner in (("checkpoint", "state"), ("progress", "message")):
+        try:
+            record = json.loads(shown.get(name) or "")
+        except ValueError:
+            continue
+        if isinstance(record, dict) and isinstance(record.get(inner), str):
+            record[inner] = opened(record[inner], "checkpoint" if name == "checkpoint"
+                                   else "progress")
+            shown[name] = json.dumps(record)
+    return shown
 
 
 def _lease(now: float, values: dict[str, str], key: str, score: object,

@@ -30,6 +30,7 @@ from ..models import Job
 from ..models.limits import held_counts, held_groups, held_lines
 from ..models.progress import Progress
 from ..protocol import statistics
+from ..protocol.encryption import is_sealed
 from ..protocol.keys import QUEUE_NAME_RE, KeySpace
 from ..protocol.liveness import server_time, worker_records
 from ..protocol.statuses import RUNNING, Status
@@ -196,7 +197,16 @@ def progress_of(value: object) -> dict[str, Any] | None:
     """A task's `progress` field as `Progress.as_dict` gives it; None when it has none or
     it cannot be read."""
     progress = Progress.from_text(value) if isinstance(value, str) else None
-    return None if progress is None else progress.as_dict()
+    if progress is None:
+        return None
+    shown = progress.as_dict()
+    if is_sealed(shown.get("message")):  # the message of an encrypted task
+        shown["message"] = ENCRYPTED
+    return shown
+
+
+#: what is shown of a value of an encrypted task, without its keys
+ENCRYPTED = "(encrypted)"
 
 
 # -- queues ------------------------------------------------------------------------------------

@@ -132,6 +132,7 @@ STEP_FIELDS = frozenset({
     "alive_until", "uncounted", "started_at", "periodic", "periodic_tick", "expires_at", "utube",
     "progress", "checkpoint", "cancel_requested", "stalled_at", "group", "parents",
     "deferred", "follow", "workflow", "on_parent_failure", "waited", "peak_rss",
+    "encrypted",
 })
 
 #: what a task waiting for others becomes when one of them fails for good, is canceled or

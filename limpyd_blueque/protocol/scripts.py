@@ -32,6 +32,7 @@ SCRIPT_NAMES = (
     "add_listener", "remove_listener", "materialize", "requeue", "renew", "recover",
     "tidy", "terms", "cancel", "retry", "tick", "bury", "touch", "kick", "expire_due", "empty",
     "report", "stall", "set_aside", "limit", "watch", "release", "depend", "add_parents",
+    "reseal",
 )
 
 #: shared Lua functions, prepended to the scripts that use them, the last first (each
@@ -798,7 +799,8 @@ class Upkeep:
 
 class Reports:
     """The steps a running task takes about itself: its progress and checkpoint (`report`)
-    and its stalled flag (`stall`), each fenced by its attempt."""
+    and its stalled flag (`stall`), each fenced by its attempt; and the values of an
+    encrypted task sealed again (`reseal`), each only if unchanged since read."""
 
     def __init__(self, runner: ScriptRunner) -> None:
         self._run = runner._run
@@ -815,6 +817,12 @@ class Reports:
         if int(reply[0]) != 1:
             return StepResult.from_reply(reply), ""
         return StepResult(True), str(reply[1])
+
+    def reseal(self, task_id: str, changes: list[tuple[str, str, str]]) -> int:
+        """Write each `(field, value read, value resealed)` whose field still holds the
+        value read; how many were written."""
+        args = [part for change in changes for part in change]
+        return int(self._run("reseal", [self.keys.task(task_id)], args))
 
     def stall(self, queue: str, task_id: str, listener_id: str, attempt: int | str | None,
               since: float | None) -> StepResult:

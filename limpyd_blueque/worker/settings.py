@@ -203,6 +203,13 @@ def _check_codecs(setting: Setting[Any], value: object) -> object:
     return {check_queue_name(queue): check_codec(codec) for queue, codec in value.items()}
 
 
+def _check_keys(setting: Setting[Any], value: object) -> object:
+    """{key id: key} -> the same (checked when the worker makes its keyring); never shown."""
+    if not isinstance(value, Mapping):
+        raise ConfigurationError(f"{setting.name} must be a mapping of key ids to keys")
+    return dict(value)
+
+
 def _check_size(setting: Setting[Any], value: object) -> object:
     """A number of bytes, or text such as "512M" or "2G" -> a whole number of bytes."""
     return parse_size(value, setting.name)
@@ -248,6 +255,7 @@ KINDS: dict[str, Callable[[Setting[Any], object], Any]] = {
     "choice": _check_choice, "queues": _check_queues, "callable": _check_callable,
     "level": _check_level, "model": _check_model, "models": _check_models,
     "names": _check_names, "size": _check_size, "codecs": _check_codecs,
+    "keys": _check_keys,
 }
 
 
@@ -380,6 +388,13 @@ class WorkerSettings:
     codecs: Setting[Mapping[str, str]] = Setting(
         "codecs", {}, "{queue: codec}: a queue's own codec, over codec", cli=False,
         default_text="{}")
+    #: never on the command line: a file, or Python (see protocol/encryption.py)
+    encryption_keys: Setting[Mapping[str, Any]] = Setting(
+        "keys", {}, "{key id: key}, the one that encrypts first", cli=False,
+        default_text="none")
+    encryption_keys_file: Setting[str | None] = Setting(
+        "str", None, "a JSON file of {key id: base64 key}, the one that encrypts first",
+        optional=True, default_text="none")
     schedule_interval: Setting[float] = Setting(
         "float", 1.0, "seconds between moves of due scheduled tasks", minimum=0, above=True)
     #: light cleans take back expired leases; None: half of `ttr`

@@ -42,6 +42,7 @@ from ..models import Job, JobModels, Queue
 from ..protocol.bounds import BOUND_TERMS, Bounds
 from ..protocol.bounds import resolve as resolve_bounds
 from ..protocol.codecs import DEFAULT_CODEC, UndecodableValue, UnknownCodec
+from ..protocol.encryption import Keyring, TamperedValue, UnknownEncryptionKey
 from ..protocol.liveness import listener_id_for
 from ..protocol.options import renewal_period, seconds
 from ..protocol.retries import RETRY_TERMS, RetryPolicy, asked_delay
@@ -63,7 +64,7 @@ from .watch import TaskWatch
 
 #: errors of a task that cannot run as it is: it is failed, never requeued
 UNRUNNABLE = (InvalidParameters, UnknownJobModel, QuarantinedTask, UnknownCodec,
-              UndecodableValue)
+              UndecodableValue, UnknownEncryptionKey, TamperedValue)
 
 
 class Worker(WorkerSettings):
@@ -167,6 +168,18 @@ class Worker(WorkerSettings):
                 f"liveness_interval ({self.liveness_interval}): one late beat would kill")
         if self.clean_interval is None:
             self.clean_interval = (self.ttr / 2) if self.ttr else 30.0
+        self.keyring = self.make_keyring()
+
+    def make_keyring(self) -> Keyring | None:
+        """The keys that open and seal its tasks' values: `encryption_keys`, or those of
+        `encryption_keys_file`, else those the models were bound with (`use_redis`)."""
+        if self.encryption_keys and self.encryption_keys_file:
+            raise ConfigurationError("give encryption_keys or encryption_keys_file, not both")
+        if self.encryption_keys:
+            return Keyring(self.encryption_keys)
+        if self.encryption_keys_file:
+            return Keyring.from_file(self.encryption_keys_file)
+        return self.job_model.keyring()
 
     # -- status and title -------------------------------------------------------------------------
     def set_status(self, status: str) -> None:
@@ -513,6 +526,7 @@ class Worker(WorkerSettings):
         job.progress_interval = self.progress_interval
         job.retention = self.retention
         job.default_codec = self.codecs.get(job.known.get("queue") or "", self.codec)
+        job.value_keys = self.keyring
         return job
 
     def settled_by_itself(self, job: Job, queue: Queue) -> bool:
@@ -543,12 +557,11 @@ class Worker(WorkerSettings):
         self.equip(job)
         try:
             codec = job.payload_codec()
-            if codec.name == DEFAULT_CODEC:
-                if not is_text(job.known.get("parameters")):
-                    raise InvalidParameters("task parameters are not valid UTF-8 text: the "
-                                            "task cannot be decoded")
-            else:
-                job.payload()  # a value its codec cannot read fails the task here, once
+            if codec.name != DEFAULT_CODEC or job.sealed():
+                job.payload()  # a value it cannot open or read fails the task here, once
+            elif not is_text(job.known.get("parameters")):
+                raise InvalidParameters("task parameters are not valid UTF-8 text: the "
+                                        "task cannot be decoded")
             assert job.task is not None, "a reserved job comes from its reservation"
             model = self.models.model_for(job.task)
         except UNRUNNABLE as error:
@@ -705,7 +718,7 @@ class Worker(WorkerSettings):
         A result that cannot be stored (see `values.encode`) fails the task instead.
         """
         try:
-            text = job.payload_codec().encode(result, "result")
+            text = job.result_text(result)
         except InvalidParameters as error:
             trace = traceback.format_exc() if self.save_tracebacks else None
             self.job_error(job, queue, error, trace)

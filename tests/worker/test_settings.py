@@ -253,7 +253,7 @@ def test_the_table_order_is_the_parameters_order():
     assert WorkerSettings.parameters == tuple(setting.name for setting in SETTINGS)
     assert WorkerSettings.parameters[:3] == ("queues", "callback", "job_model")
     assert WorkerSettings.parameters[-1] == "update_title"
-    assert len(set(WorkerSettings.parameters)) == len(SETTINGS) == 50
+    assert len(set(WorkerSettings.parameters)) == len(SETTINGS) == 52
 
 
 def test_configure_settings_checks_and_normalizes_every_setting():
