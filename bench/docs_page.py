@@ -650,6 +650,32 @@ an in-process worker finishes the tasks as fast as it goes, from each task's end
 {rows}"""
 
 
+def payloads_section() -> str:
+    """What codecs and encryption cost (bench/payloads.py, issue #33)."""
+    path = RESULTS / "payloads.json"
+    if not path.exists():
+        return NOT_MEASURED[0].upper() + NOT_MEASURED[1:] + "."
+    report = json.loads(path.read_text())
+    summary, sizes = report["summary"], report["sizes"]
+    rows = []
+    for kind, by_size in summary.items():
+        for size, found in by_size.items():
+            rows.append([kind, f"{int(size):,} B", f"{found['stored_bytes']:,} B",
+                         f"{found['enqueue_per_s']:,.0f}", f"{found['drain_per_s']:,.0f}"])
+    table = rst_rows(["payload", "size", "stored", "enqueue /s (one call at a time)",
+                      "drain /s (in-process, decoded)"], rows)
+    return f"""``bench/payloads.py``, on a private Redis, {sizes['repetitions']} repetition(s)
+(medians), every kind and size in the same run: enqueue one call at a time, then an
+in-process worker drains the tasks, each decoding its parameters (``job.payload()``)
+and returning a small result in its codec. ``json`` is the default (a ``str`` as it is,
+anything else as compact JSON); ``bytes`` and ``msgpack`` travel as the text of their
+bytes through the client's ``surrogateescape`` decoding; ``encrypted json`` is JSON sealed
+with AES-256-GCM (base64 in its envelope: a third more stored). See
+:doc:`payloads`.
+
+{table}"""
+
+
 def main() -> None:
     """Write the page (`--output`, default docs/benchmarks.rst); print the targets."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -745,6 +771,11 @@ Workflows
 =========
 
 {workflows_section()}
+
+Payloads
+========
+
+{payloads_section()}
 
 The targets
 ===========

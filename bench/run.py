@@ -857,6 +857,10 @@ def main(argv: list[str] | None = None) -> int:
         done = subprocess.run([sys.executable, str(BENCH / "waiters.py"),
                                *(["--quick"] if args.quick else [])])
         log(f"waiters: exit {done.returncode} ({time.monotonic() - began_waiters:.0f} s)")
+        began_payloads = time.monotonic()  # codecs and encryption (#33): results/payloads.json
+        done = subprocess.run([sys.executable, str(BENCH / "payloads.py"),
+                               *(["--quick"] if args.quick else [])])
+        log(f"payloads: exit {done.returncode} ({time.monotonic() - began_payloads:.0f} s)")
         began_cost = time.monotonic()  # server instructions per task: results/server_cost.json
         done = subprocess.run([sys.executable, str(BENCH / "server_cost.py"),
                                *(["--tasks", "200"] if args.quick else [])])

@@ -39,11 +39,11 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
                 "statistics", "peek", "periodic", "limits")),
     ("serving pages", ("web", "metrics")),
     ("acting", ("cancel", "requeue", "delete", "kick", "pause", "resume", "limit")),
-    ("maintenance", ("purge", "truncate", "drop", "clean", "reindex")),
+    ("maintenance", ("purge", "truncate", "drop", "clean", "reindex", "reencrypt")),
 )
 #: what each group of `GROUPS` is for, in `blueque --help`
 GROUP_HELP = {"seeing": "read only", "acting": "on tasks and queues",
-              "maintenance": "deleting in bulk, repairing the keys",
+              "maintenance": "deleting in bulk, repairing the keys, reencrypting",
               "serving pages": "until interrupted"}
 
 

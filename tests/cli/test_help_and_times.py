@@ -55,7 +55,8 @@ def test_help_lists_subcommands_by_everyday_use(redis_url):
                                      "workers", "watch",
                                      "statistics", "peek", "periodic", "cancel", "requeue",
                                      "delete", "kick", "pause", "resume", "purge", "truncate",
-                                     "drop", "clean", "reindex", "web", "metrics", "limits",
+                                     "drop", "clean", "reindex", "reencrypt", "web", "metrics",
+                                     "limits",
                                      "limit"])
     assert listed.index("cancel") > listed.index("periodic")
     assert listed.index("clean") > listed.index("resume") > listed.index("pause")
