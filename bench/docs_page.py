@@ -573,12 +573,21 @@ Both steps cost {ratio:.2f} x the floor's; a task of a group costs {grouped:.2f}
 task."""
 
 
+#: what a section says of a figure no run measured
+NOT_MEASURED_SENTENCE = NOT_MEASURED[0].upper() + NOT_MEASURED[1:] + "."
+
+
+def results_of(name: str) -> dict | None:
+    """The report a script of bench/ wrote in results/<name>.json (None: none yet)."""
+    path = RESULTS / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
 def groups_section() -> str:
     """What groups cost (bench/groups.py, issue #30), with the targets of that issue."""
-    path = RESULTS / "groups.json"
-    if not path.exists():
-        return NOT_MEASURED[0].upper() + NOT_MEASURED[1:] + "."
-    report = json.loads(path.read_text())
+    report = results_of("groups")
+    if report is None:
+        return NOT_MEASURED_SENTENCE
     sizes, summary = report["sizes"], report["summary"]
     reserve_ok = summary["reserve_ratio"] <= 1.5
     drain_ok = summary["drain_ratio"] >= 0.8
@@ -604,10 +613,9 @@ tasks, from the first task's start to the last's, the tasks spread over
 def workflows_section() -> str:
     """What workflows cost (bench/workflows.py, issue #31), with the targets of that
     issue."""
-    path = RESULTS / "workflows.json"
-    if not path.exists():
-        return NOT_MEASURED[0].upper() + NOT_MEASURED[1:] + "."
-    report = json.loads(path.read_text())
+    report = results_of("workflows")
+    if report is None:
+        return NOT_MEASURED_SENTENCE
     sizes, summary = report["sizes"], report["summary"]
     finish = summary["finish"]
     small, large = (finish["1 waiting, workflow of 200"],
@@ -652,10 +660,9 @@ an in-process worker finishes the tasks as fast as it goes, from each task's end
 
 def payloads_section() -> str:
     """What codecs and encryption cost (bench/payloads.py, issue #33)."""
-    path = RESULTS / "payloads.json"
-    if not path.exists():
-        return NOT_MEASURED[0].upper() + NOT_MEASURED[1:] + "."
-    report = json.loads(path.read_text())
+    report = results_of("payloads")
+    if report is None:
+        return NOT_MEASURED_SENTENCE
     summary, sizes = report["summary"], report["sizes"]
     rows = []
     for kind, by_size in summary.items():
