@@ -319,7 +319,10 @@ class WorkerConfig:
     def print_options(self, worker: Worker) -> None:
         """One line `name=value` per worker parameter, and the Redis URL (password masked)."""
         for name in worker.parameters:
-            print(f"{name}={getattr(worker, name)!r}")
+            value = getattr(worker, name)
+            if name == "encryption_keys":  # their ids only, never a key
+                value = {key_id: "***" for key_id in value}
+            print(f"{name}={value!r}")
         print(f"redis_url={mask_secrets(redis_url(self.options))}", flush=True)
 
     def warn_unknown_queues(self, worker: Worker) -> None:

@@ -7,7 +7,7 @@ import itertools
 import time
 from collections.abc import Iterable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, TypeVar, cast
 
 from ..exceptions import ConfigurationError, InvalidTransition, TaskNotFound, UnknownJobModel
 from ..protocol.codecs import DEFAULT_CODEC, Codec, codec_named
@@ -19,7 +19,7 @@ from ..protocol.statistics import Tally
 from ..protocol.statuses import FINISHED, FINISHED_BY_RUN, RETRYABLE, RUNNING, Status
 from . import dependencies
 from .producing import enqueue_tasks
-from .progress import CheckpointRecord, Progress, ProgressReporter
+from .progress import MESSAGE_MAX, CheckpointRecord, Progress, ProgressReporter
 from .task import Task
 from .waiting import wait_for
 from .workflow import Workflow
@@ -264,8 +264,8 @@ class Job(Task):
         last value written when the task ends. Raises `Canceled` once its cancel was asked."""
         reporter = self.reporter()
         reporter.canceled = reporter.canceled or self._cancel_seen
-        if message is not None and self.sealed():
-            message = self.seal_value(message, "progress")
+        if message is not None and self.sealed():  # cut as a clear one would be, then sealed
+            message = self.seal_value(str(message)[:MESSAGE_MAX], "progress")
         reporter.set(done, total, message)
 
     def flush_progress(self) -> None:
@@ -281,13 +281,21 @@ class Job(Task):
         """The codec of the task's parameters, result and checkpoints: the one it was
         written with (its `codec` field), else `default_codec` (`UnknownCodec` names one
         not known here)."""
-        name = self.known.get("codec") if self.task is not None else self.codec.hget()
-        return codec_named(name or self.default_codec)
+        return codec_named(self._marks()[0] or self.default_codec)
 
     def sealed(self) -> bool:
         """True when the task's values are encrypted (its `encrypted` field)."""
-        mark = self.known.get("encrypted") if self.task is not None else self.encrypted.hget()
-        return bool(mark)
+        return bool(self._marks()[1])
+
+    def _marks(self) -> tuple[str | None, str | None]:
+        """Its `codec` and `encrypted` fields: from its reservation, else read once (one
+        round trip; a task keeps both from its enqueue on)."""
+        if self.task is not None:
+            return self.known.get("codec"), self.known.get("encrypted")
+        marks = self.__dict__.get("_read_marks")
+        if marks is None:
+            marks = self.__dict__["_read_marks"] = tuple(self.hmget("codec", "encrypted"))
+        return cast("tuple[str | None, str | None]", marks)
 
     def value_keyring(self) -> Keyring | None:
         """The keys its values are sealed and opened with: its worker's, else its model's

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..exceptions import REDIS_AWAY, Canceled, ConfigurationError, InvalidParameters
 from ..protocol.codecs import Codec
+from ..protocol.encryption import is_sealed
 from ..protocol.values import MAX_SECONDS, MAX_TIMESTAMP, check_number
 
 if TYPE_CHECKING:
@@ -195,7 +196,7 @@ class ProgressReporter:
             raise Canceled("the task's cancel was asked")
         done, total = _checked(done, total)
         if message is not None:
-            message = str(message)[:MESSAGE_MAX]
+            message = message if is_sealed(message) else str(message)[:MESSAGE_MAX]
         now = self.clock()
         if self._first is None:
             self._first = (now, done)

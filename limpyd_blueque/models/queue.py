@@ -545,6 +545,10 @@ class Queue(BluequeModel):
         tick once. Unless `overlap`, a tick is skipped while the previous run still waits
         or runs. Checked before any write (`InvalidName`, `ConfigurationError`,
         `InvalidParameters`); see `periodic.declare`."""
+        if self.keyring() is not None or self.codec is not None:
+            raise ConfigurationError("periodic tasks are written clear, in the default codec: "
+                                     "declare them from a Queue with no codec, on models "
+                                     "bound without encryption keys")
         return periodic.declare(self.scripts(), self.pk.get(), name, schedule, parameters,
                                 overlap=overlap)
 

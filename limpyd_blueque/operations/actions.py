@@ -5,6 +5,7 @@ lists; the `blueque` command and the web dashboard both act through these."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -125,19 +126,16 @@ def reencrypt(queue: str, job_model: type[Job] = Job, batch: int = 500) -> Resea
     rewritten = values = 0
     unopened: list[str] = []
     names = ["queue", "encrypted", "parameters", "result", "checkpoint", "progress"]
-    found = list(client.scan_iter(match=pattern, count=batch))
-    for start in range(0, len(found), batch):
-        chunk = found[start:start + batch]
+    scanned = client.scan_iter(match=pattern, count=batch)
+    while chunk := list(itertools.islice(scanned, batch)):
         replies = pipelined(client, partial(_read_all, keys=chunk, names=names))
         for key, reply in zip(chunk, replies):
             if not isinstance(reply, list) or reply[0] != queue or not reply[1]:
                 continue
             task_id = key[len(keys.task("")):]
-            try:
-                changes = resealed(keyring, task_id, dict(zip(names[2:], reply[2:])))
-            except LimpydBluequeError:
+            changes, opened = resealed(keyring, task_id, dict(zip(names[2:], reply[2:])))
+            if not opened:
                 unopened.append(task_id)
-                continue
             if changes:
                 written = job_model.scripts().reports.reseal(task_id, changes)
                 values += written
@@ -150,27 +148,32 @@ def _read_all(pipe: Any, keys: list[str], names: list[str]) -> list[Any]:
 
 
 def resealed(keyring: Keyring, task_id: str,
-             stored: dict[str, str | None]) -> list[tuple[str, str, str]]:
-    """The `(field, value, value sealed again)` of a task's values an older key sealed."""
-    changes = []
-    for name in ("parameters", "result"):
-        value = stored.get(name)
-        if is_sealed(value):
-            assert value is not None
-            again = keyring.reseal(value, context(task_id, name))
-            if again is not None:
-                changes.append((name, value, again))
-    for name, inner in (("checkpoint", "state"), ("progress", "message")):
+             stored: dict[str, str | None]) -> tuple[list[tuple[str, str, str]], bool]:
+    """The `(field, value, value sealed again)` of a task's values an older key sealed,
+    and False when one of its values did not open (the others are sealed again all the
+    same)."""
+    changes, opened = [], True
+    for name, inner in (("parameters", None), ("result", None), ("checkpoint", "state"),
+                        ("progress", "message")):
         text = stored.get(name)
-        try:
-            record = json.loads(text or "")
-        except ValueError:
+        record: Any = text
+        if inner is not None:
+            try:
+                record = json.loads(text or "")
+            except ValueError:
+                continue
+        value = record.get(inner) if isinstance(record, dict) and inner else record
+        if text is None or not isinstance(value, str) or not is_sealed(value):
             continue
-        if isinstance(record, dict) and is_sealed(record.get(inner)):
-            again = keyring.reseal(record[inner], context(task_id, name))
-            if again is not None and text is not None:
-                changes.append((name, text, json.dumps({**record, inner: again})))
-    return changes
+        try:
+            again = keyring.reseal(value, context(task_id, name))
+        except LimpydBluequeError:
+            opened = False
+            continue
+        if again is not None:
+            changes.append((name, text, json.dumps({**record, inner: again}) if inner
+                            else again))
+    return changes, opened
 
 
 def purge(queue: str, status: Status) -> tuple[int, int]:

@@ -62,9 +62,11 @@ class Codec:
         try:
             data = self.encode_bytes(value)
         except Exception as error:  # noqa: BLE001 - any codec's refusal, named
+            # (only the parameters, refused to their producer, are shown: a result or a
+            # checkpoint's message is stored, and may be logged)
+            seen = f" ({shown(value)}): {error}" if what == "parameters" else ""
             raise InvalidParameters(f"the {self.name!r} codec cannot encode the task {what}, "
-                                    f"a {type(value).__name__} ({shown(value)}): "
-                                    f"{error}") from None
+                                    f"a {type(value).__name__}{seen}") from None
         if isinstance(data, str):
             data = data.encode("utf-8", "surrogateescape")
         if not isinstance(data, (bytes, bytearray)):
@@ -117,7 +119,7 @@ def _msgpack_encode(value: Any) -> bytes:
 
 
 def _msgpack_decode(data: bytes) -> Any:
-    return _msgpack().unpackb(data, raw=False)
+    return _msgpack().unpackb(data, raw=False, strict_map_key=False)
 
 
 _CODECS: dict[str, Codec] = {

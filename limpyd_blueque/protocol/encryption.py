@@ -85,8 +85,11 @@ class Keyring:
         aesgcm = _aesgcm()
         for key_id, key in keys.items():
             if not isinstance(key_id, str) or not KEY_ID_RE.match(key_id):
-                raise ConfigurationError(f"an encryption key id is 1 to 64 letters, digits, "
-                                         f"'.', '_' or '-', not {shown(key_id)}")
+                # (not shown: a key given where its id goes would be printed)
+                raise ConfigurationError(
+                    "an encryption key id (a key of the mapping, before its key) is 1 to 64 "
+                    f"letters, digits, '.', '_' or '-', not a {type(key_id).__name__} of "
+                    f"{len(key_id) if isinstance(key_id, (str, bytes)) else '?'} characters")
             checked[key_id] = aesgcm(_key_bytes(key_id, key))
         self._ciphers = checked
         #: the id of the key that encrypts

@@ -84,7 +84,7 @@ class TaskHost(Protocol):
     def requeue_released(self, task: RunningTask) -> None:
         """Put a released task back at the front of its queue, its attempt not counted."""
 
-    def requeue_interrupted(self, task: RunningTask) -> None:
+    def requeue_interrupted(self, task: RunningTask, *, uncounted: bool = True) -> None:
         """Put an interrupted task back at the front of its queue."""
 
     def process_canceled(self, task: RunningTask) -> None:

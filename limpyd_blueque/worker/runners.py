@@ -194,8 +194,9 @@ class TaskRunner:
                 cause = self.cause(task, old, status)
                 if task.origin is Origin.ADOPTED and self.settled(task):
                     return  # its process stored its outcome before it ended, as it should
-                if cause is None:  # it could not reach Redis: not the task's fault
-                    self.worker.retrying(lambda: self.worker.requeue_interrupted(task))
+                if cause is None:  # it could not reach Redis (or Redis was full): counted
+                    self.worker.retrying(
+                        lambda: self.worker.requeue_interrupted(task, uncounted=False))
                 else:
                     self.worker.process_ended(task, cause)
         except Exception:  # noqa: BLE001 - its lease ends, and the task is taken back

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, cast
 
-from ..connection.clients import private_client, safety_warnings
+from ..connection.clients import BluequeDatabase, private_client, safety_warnings
 from ..exceptions import (
     HOUSEKEEPING_ERRORS,
     REDIS_AWAY,
@@ -175,11 +175,16 @@ class Worker(WorkerSettings):
         `encryption_keys_file`, else those the models were bound with (`use_redis`)."""
         if self.encryption_keys and self.encryption_keys_file:
             raise ConfigurationError("give encryption_keys or encryption_keys_file, not both")
-        if self.encryption_keys:
-            return Keyring(self.encryption_keys)
-        if self.encryption_keys_file:
-            return Keyring.from_file(self.encryption_keys_file)
-        return self.job_model.keyring()
+        keyring = (Keyring(self.encryption_keys) if self.encryption_keys
+                   else Keyring.from_file(self.encryption_keys_file)
+                   if self.encryption_keys_file else None)
+        if keyring is None:
+            return self.job_model.keyring()
+        database = self.job_model.database
+        if isinstance(database, BluequeDatabase) and database.keyring is None:
+            # what its tasks enqueue (children, workflow nodes) is sealed with them too
+            database.keyring = keyring
+        return keyring
 
     # -- status and title -------------------------------------------------------------------------
     def set_status(self, status: str) -> None:
@@ -695,12 +700,12 @@ class Worker(WorkerSettings):
             self.log(f"[{task.queue_name}|{task.task_id}] released: back at the front of the "
                      "queue, to resume from its checkpoint")
 
-    def requeue_interrupted(self, task: RunningTask) -> None:
+    def requeue_interrupted(self, task: RunningTask, *, uncounted: bool = True) -> None:
         """Put an interrupted task back at the front of its queue, if it is still ours: its
-        worker stopped, or its process could not reach Redis; not the task's failure, so
-        the attempt is not counted."""
+        worker stopped (not the task's failure: the attempt is not counted), or its
+        process could not reach Redis (counted: Redis full may be the task's doing)."""
         if task.job.requeue(listener_id=task.reservation.node or self.id, attempt=task.attempt,
-                            front=True, uncounted=True, peak_rss=task.job.measured_peak):
+                            front=True, uncounted=uncounted, peak_rss=task.job.measured_peak):
             self.log(f"[{task.queue_name}|{task.task_id}] interrupted, back at the front of "
                      "the queue")
 

@@ -84,11 +84,13 @@ def test_msgpack_and_a_registered_codec_round_trip(conn, codec):
     value = {"name": "report", "pages": [1, 2, 3], "ratio": 0.5}
     if codec == "msgpack":
         value["blob"] = b"\x00\xff"
+        value["by_id"] = {1: "a", 2: "b"}  # keys that are no str round-trip too
     job = Queue.named("coded").enqueue(value, model=Echo, codec=codec)
     run("coded")
     assert job.status.hget() == "complete"
     assert job.result_value() == {"echo": value}
     assert job.last_checkpoint() == {"seen": value}
+    assert job.payload() == value
     assert job.wait(timeout=1) == {"echo": value}
 
 

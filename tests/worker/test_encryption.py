@@ -52,6 +52,14 @@ def run(queue_name, loops=1, **settings):
            logger_level=logging.INFO, **settings).run()
 
 
+def reencrypt(redis_url, keys_file, queue):
+    """`blueque --encryption-keys-file=FILE reencrypt QUEUE --json`, as an operator runs it."""
+    return subprocess.run([sys.executable, "-m", "limpyd_blueque.admin",
+                           f"--redis-url={redis_url}", f"--encryption-keys-file={keys_file}",
+                           "reencrypt", queue, "--json"],
+                          capture_output=True, text=True, timeout=60)
+
+
 def every_stored_value(conn):
     """Every value Redis holds, as one text (hashes, lists, sets, sorted sets, strings)."""
     texts = []
@@ -113,10 +121,7 @@ def test_reencrypt_rewrites_what_an_old_key_sealed(redis_url, conn, tmp_path):
     use_redis(redis_url)
     keys_file = tmp_path / "keys.json"
     keys_file.write_text(json.dumps(KEYS))
-    done = subprocess.run([sys.executable, "-m", "limpyd_blueque.admin",
-                           f"--redis-url={redis_url}", f"--encryption-keys-file={keys_file}",
-                           "reencrypt", "archive", "--json"],
-                          capture_output=True, text=True, timeout=60)
+    done = reencrypt(redis_url, keys_file, "archive")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["rewritten"] == 3
     for job in jobs:
@@ -200,3 +205,97 @@ def test_bad_keys_are_refused_without_showing_them(tmp_path):
         ring.open(sealed, "task\x00result")
     with pytest.raises(UnknownEncryptionKey, match="'gone'"):
         ring.open(sealed.replace("2026-11", "gone", 1), "task\x00parameters")
+
+
+# -- what the review of this feature found -------------------------------------------------
+class Parent(Job):
+    """Enqueues a child from inside its task, on a queue of its own."""
+
+    def run(self, queue):
+        child = Queue.named("children").enqueue({"name": SECRET}, model=Private)
+        return child.task_id
+
+
+def test_what_a_task_enqueues_is_sealed_with_its_worker_s_keys(redis_url, conn):
+    use_redis(redis_url, encryption_keys=KEYS)
+    parent = Queue.named("parents").enqueue({"name": "p"}, model=Parent)
+    use_redis(redis_url)  # a worker given its keys by setting only
+    try:
+        Worker(queues=["parents"], job_model=Parent, max_loops=1, timeout=0.1, fork=True,
+               encryption_keys=KEYS, logger_level=logging.CRITICAL).run()
+    finally:
+        use_redis(redis_url)
+    assert parent.status.hget() == "complete"
+    assert SECRET not in every_stored_value(conn)
+    children = conn.lrange(K.pending("children"), 0, -1)
+    assert len(children) == 1
+    assert conn.hget(K.task(children[0]), "encrypted") == "aes-256-gcm"
+
+
+def test_print_options_shows_the_key_ids_never_the_keys(capsys):
+    from limpyd_blueque.cli.worker_script import WorkerConfig
+
+    WorkerConfig(["--queues=q"]).print_options(Worker(queues=["q"], encryption_keys=KEYS))
+    shown = capsys.readouterr().out
+    assert "2026-11" in shown and NEW not in shown and OLD not in shown
+
+
+def test_periodic_tasks_are_refused_where_they_would_be_written_clear(sealed):
+    from limpyd_blueque import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="periodic tasks are written clear"):
+        Queue.named("nightly").every(3600, {"name": SECRET}, name="n")
+
+
+class Unstorable(Job):
+    def run(self, queue):
+        return {"name": SECRET, "tags": {"a", "b"}}  # a set: JSON cannot encode it
+
+
+def test_a_result_that_cannot_be_stored_is_named_by_its_type_only(sealed, conn, caplog):
+    job = Queue.named("unstorable").enqueue({"name": "x"}, model=Unstorable)
+    Worker(queues=["unstorable"], job_model=Unstorable, max_loops=1, timeout=0.1, fork=False,
+           logger_level=logging.INFO).run()
+    assert job.status.hget() == "failed"
+    assert "dict" in job.error.hget()
+    assert SECRET not in every_stored_value(conn) and SECRET not in caplog.text
+
+
+class Chatty(Job):
+    def run(self, queue):
+        self.set_progress(1, 1, "x" * 600 + SECRET)  # longer than a message is kept
+        return "ok"
+
+
+def test_a_long_progress_message_is_cut_then_sealed_and_opens(sealed, conn):
+    job = Queue.named("chatty").enqueue({}, model=Chatty)
+    Worker(queues=["chatty"], job_model=Chatty, max_loops=1, timeout=0.1, fork=False,
+           progress_interval=0, logger_level=logging.CRITICAL).run()
+    message = job.progress().message
+    assert message.startswith("bqe1:")
+    assert job.open_value(message, "progress") == "x" * 500
+    assert SECRET not in every_stored_value(conn)
+
+
+def test_reencrypt_reseals_results_checkpoints_and_progress_too(redis_url, conn, tmp_path):
+    use_redis(redis_url, encryption_keys={"2026-06": OLD})
+    job = Queue.named("olds").enqueue({"name": "n"}, model=Private)
+    try:
+        Worker(queues=["olds"], job_model=Private, max_loops=1, timeout=0.1, fork=False,
+               progress_interval=0, logger_level=logging.CRITICAL).run()
+    finally:
+        use_redis(redis_url)
+    assert job.result.hget().startswith("bqe1:2026-06:")
+    keys_file = tmp_path / "keys.json"
+    keys_file.write_text(json.dumps(KEYS))
+    done = reencrypt(redis_url, keys_file, "olds")
+    assert json.loads(done.stdout) == {"queue": "olds", "rewritten": 1, "values": 4,
+                                       "unopened": []}
+    stored = conn.hgetall(K.task(job.task_id))
+    assert "2026-06" not in stored["parameters"] + stored["result"]
+    assert "2026-06" not in stored["checkpoint"] + stored["progress"]
+    use_redis(redis_url, encryption_keys={"2026-11": NEW})
+    try:
+        assert job.result_value() == {"done": "n"} and job.last_checkpoint() == {"at": "n"}
+    finally:
+        use_redis(redis_url)
