@@ -12,6 +12,7 @@ from typing import Any, cast
 from limpyd import fields
 from limpyd.contrib.collection import ExtendedCollectionManager
 from limpyd.indexes import EqualIndex, TextRangeIndex
+from redis.exceptions import ResponseError
 
 from ..connection import shims
 from ..connection.errors import reaching
@@ -271,11 +272,14 @@ register_errors(Error)
 
 
 class _AtOnce:
-    """A stand-in for a pipeline whose commands run as they are called (`execute` then
-    has nothing left to send)."""
+    """A stand-in for a pipeline whose commands run as they are called: a command's error
+    (a key of another type) is kept as its reply, as a pipeline keeps it, so that the
+    commands after it run; `execute` gives the replies (raising the first error unless
+    told not to)."""
 
     def __init__(self, client: Any) -> None:
         self.client = client
+        self.replies: list[Any] = []
 
     def __enter__(self) -> Any:
         return self
@@ -284,10 +288,23 @@ class _AtOnce:
         return None
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self.client, name)
+        command = getattr(self.client, name)
+
+        def run(*args: Any, **kwargs: Any) -> _AtOnce:
+            try:
+                self.replies.append(command(*args, **kwargs))
+            except ResponseError as error:
+                self.replies.append(error)
+            return self
+        return run
 
     def execute(self, raise_on_error: bool = True) -> list[Any]:
-        return []
+        replies, self.replies = self.replies, []
+        if raise_on_error:
+            for reply in replies:
+                if isinstance(reply, ResponseError):
+                    raise reply
+        return replies
 
 
 def _moment(text: str | None) -> float:

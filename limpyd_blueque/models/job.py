@@ -329,9 +329,14 @@ class Job(Task):
         """The task's parameters, opened (see `open_value`) and decoded with its codec
         (the default one: a JSON value, or the text itself when it is no JSON);
         `UndecodableValue` names the codec of a value that does not decode."""
+        if self.task is not None and "_payload" in self.__dict__:
+            return self.__dict__["_payload"]  # (its worker read it already)
         text = (self.known.get("parameters") if self.task is not None
                 else self.parameters.hget())
-        return self.payload_codec().decode(self.open_value(text, "parameters"))
+        value = self.payload_codec().decode(self.open_value(text, "parameters"))
+        if self.task is not None:
+            self.__dict__["_payload"] = value
+        return value
 
     def result_text(self, result: Any) -> str:
         """What the task stores for `result`: encoded with its codec, sealed when its

@@ -561,18 +561,21 @@ class Worker(WorkerSettings):
         is then failed once, with an error naming the problem."""
         self.equip(job)
         try:
-            codec = job.payload_codec()
-            if codec.name != DEFAULT_CODEC or job.sealed():
-                job.payload()  # a value it cannot open or read fails the task here, once
-            elif not is_text(job.known.get("parameters")):
+            if (job.payload_codec().name == DEFAULT_CODEC and not job.sealed()
+                    and not is_text(job.known.get("parameters"))):
                 raise InvalidParameters("task parameters are not valid UTF-8 text: the "
                                         "task cannot be decoded")
             assert job.task is not None, "a reserved job comes from its reservation"
             model = self.models.model_for(job.task)
+            prepared = self.equip(job if type(job) is model
+                                  else model.from_reservation(job.task))
+            if prepared.payload_codec().name != DEFAULT_CODEC or prepared.sealed():
+                prepared.payload()  # a value it cannot open or read fails the task here,
+                # once (and the task reads it decoded already)
         except UNRUNNABLE as error:
             self.job_error(job, queue, error)
             return None
-        return self.equip(job if type(job) is model else model.from_reservation(job.task))
+        return prepared
 
     def execute(self, job: Job, queue: Queue) -> Any:
         """Do the work: the `callback` if set, else the job's `run` method."""
