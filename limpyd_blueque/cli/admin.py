@@ -105,9 +105,7 @@ def make_parser() -> argparse.ArgumentParser:
 
     parser = OneLineParser(prog="blueque", formatter_class=argparse.RawDescriptionHelpFormatter)
     add_redis_url_options(parser)
-    parser.add_argument("--encryption-keys-file", metavar="FILE",
-                        help="a JSON file of {key id: base64 key}: encrypted tasks are shown "
-                        "(and reencrypted) with them; else shown as (encrypted)")
+    queues.add_keys_file_option(parser, None)
     add_traceback_option(parser)
     parser.add_argument("--version", action="version", version=f"limpyd-blueque {__version__}")
     commands = GroupedCommands(parser.add_subparsers(

@@ -107,8 +107,10 @@ def add_parsers(commands: Any, checked: Checked) -> None:
     tasks.add_argument("--queue", type=queue_name, help="default: every queue")
     tasks.add_argument("--status", choices=[status.value for status in Status])
     tasks.add_argument("--limit", type=limit_option, default=50, help="at most (default 50)")
-    add("inspect", "everything about one task: its fields (times readable), attempts, "
-        "progress, lease and stored errors").add_argument("task", type=task_id, metavar="ID")
+    inspect = add("inspect", "everything about one task: its fields (times readable), "
+                  "attempts, progress, lease and stored errors")
+    inspect.add_argument("task", type=task_id, metavar="ID")
+    queues.add_keys_file_option(inspect, argparse.SUPPRESS)
     add_errors_parser(add("errors", "the stored errors, newest first"), queue_name, task_id)
     add_action_parsers(add, queue_name, task_id)
     watch = add("watch", "a live view of the queues and running tasks (Ctrl-C ends it)")

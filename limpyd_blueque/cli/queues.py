@@ -52,6 +52,7 @@ def add_parsers(commands: Any, checked: Callable[[Callable[[str], str]], Any]) -
     reseal.add_argument("queue", type=queue_name, metavar="QUEUE")
     reseal.add_argument("--json", action="store_true",
                         help='{"queue", "rewritten", "values", "unopened"}')
+    add_keys_file_option(reseal, argparse.SUPPRESS)
     kick = commands.add_parser("kick", help="put buried tasks back in line, oldest first")
     kick.add_argument("queue", type=queue_name)
     kick.add_argument("--count", type=int, default=1, help="how many (default 1)")
@@ -141,6 +142,15 @@ def emptying(what: str, method: str) -> Handler:
         print(f"deleted: {getattr(Queue.named(options.queue), method)()}")
         return 0
     return command
+
+
+def add_keys_file_option(parser: argparse.ArgumentParser, default: object) -> None:
+    """`--encryption-keys-file` of `blueque`, given before its subcommand (`default`:
+    None) or after those that read encrypted tasks (`argparse.SUPPRESS`: the one given
+    before stands)."""
+    parser.add_argument("--encryption-keys-file", metavar="FILE", default=default,
+                        help="a JSON file of {key id: base64 key}: encrypted tasks are "
+                        "shown (and reencrypted) with them; else shown as (encrypted)")
 
 
 def reencrypt_command(options: argparse.Namespace) -> int:

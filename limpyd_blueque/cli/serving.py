@@ -29,6 +29,8 @@ def add_parsers(commands: Any) -> None:
         description="Serve the web dashboard: queues, running tasks, errors, workers, and "
         "actions (each confirmed, each asking for the token once per session). Bound to "
         "localhost unless --host says otherwise.")
+    web.add_argument("--encryption-keys-file", metavar="FILE", default=argparse.SUPPRESS,
+                     help="show encrypted tasks opened with these keys (else (encrypted))")
     web.add_argument("--host", default="127.0.0.1",
                      help="the address to listen on (default: 127.0.0.1)")
     web.add_argument("--port", type=port_option, default=8080, help="default: 8080")

@@ -183,6 +183,9 @@ def test_inspect_and_the_dashboard_show_encrypted_unless_given_the_keys(
     opened = subprocess.run([*inspect[:4], f"--encryption-keys-file={keys_file}", *inspect[4:]],
                             capture_output=True, text=True, timeout=60)
     assert SECRET in json.loads(opened.stdout)["fields"]["parameters"]
+    after = subprocess.run([*inspect, f"--encryption-keys-file={keys_file}"],
+                           capture_output=True, text=True, timeout=60)  # after it, too
+    assert SECRET in json.loads(after.stdout)["fields"]["parameters"]
     use_redis(redis_url)
     page = create_app(WebSettings()).test_client().get(f"/tasks/{job.task_id}")
     body = page.get_data(as_text=True)
@@ -288,7 +291,10 @@ def test_reencrypt_reseals_results_checkpoints_and_progress_too(redis_url, conn,
     assert job.result.hget().startswith("bqe1:2026-06:")
     keys_file = tmp_path / "keys.json"
     keys_file.write_text(json.dumps(KEYS))
-    done = reencrypt(redis_url, keys_file, "olds")
+    done = subprocess.run([sys.executable, "-m", "limpyd_blueque.admin",
+                           f"--redis-url={redis_url}", "reencrypt", "olds", "--json",
+                           f"--encryption-keys-file={keys_file}"],  # after the command
+                          capture_output=True, text=True, timeout=60)
     assert json.loads(done.stdout) == {"queue": "olds", "rewritten": 1, "values": 4,
                                        "unopened": []}
     stored = conn.hgetall(K.task(job.task_id))
