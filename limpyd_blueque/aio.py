@@ -422,7 +422,7 @@ class Queue:
                     await asyncio.sleep(time_left(deadline, task_id, timeout, RETRY))
                     continue
                 if watched is not None:
-                    return outcome(task_id, watched)
+                    return cast(str, outcome(task_id, watched))  # (the stored text)
                 left = time_left(deadline, task_id, timeout)
                 await wait_set(told, left)
         finally:

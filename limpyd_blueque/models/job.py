@@ -14,7 +14,7 @@ from ..protocol.codecs import DEFAULT_CODEC, Codec, codec_named
 from ..protocol.encryption import Keyring, UnknownEncryptionKey, context, key_id_of
 from ..protocol.keys import check_queue_name
 from ..protocol.options import check_priority, eta_of, priority_of, seconds
-from ..protocol.scripts import Reservation
+from ..protocol.scripts import Reservation, Watched
 from ..protocol.statistics import Tally
 from ..protocol.statuses import FINISHED, FINISHED_BY_RUN, RETRYABLE, RUNNING, Status
 from . import dependencies
@@ -160,11 +160,20 @@ class Job(Task):
         message its finish publishes, and reading the task every two seconds or so in
         case one is lost (see `models.waiting`). A task of another codec than the default
         gives its result decoded with it."""
-        text = wait_for(self.scripts(), self.keys(), self.client(), self.task_id, timeout)
-        codec, sealed = self.hmget("codec", "encrypted")
-        if sealed:
-            text = self.open_value(text, "result") or ""
-        return codec_named(codec).decode(text, "result") if codec else text
+        return wait_for(self.scripts(), self.keys(), self.client(), self.task_id, timeout,
+                        self._read_result)
+
+    def _read_result(self, watched: Watched) -> Any:
+        """A finished task's result as `wait` gives it: the stored text, opened when it is
+        encrypted and decoded when its codec is not the default."""
+        text = watched.result
+        if watched.encrypted:
+            keyring = self.value_keyring()
+            if keyring is None:
+                raise UnknownEncryptionKey("the task's result is encrypted, and this process "
+                                           "was given no encryption key")
+            text = keyring.open(text, context(self.task_id, "result"))
+        return codec_named(watched.codec).decode(text, "result") if watched.codec else text
 
     def parent_results(self) -> dict[str, str]:
         """`{task_id: result}` of the tasks this one waited for (`after`, or its parents in

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 import time
-from typing import Any
+from typing import Any, Callable
 
 import redis
 from redis.exceptions import RedisError
@@ -50,11 +50,13 @@ def settled(task_id: str, watched: Watched | None) -> Watched | None:
     return watched if watched.status in FINISHED else None
 
 
-def outcome(task_id: str, watched: Watched, stored_error: object = None) -> str:
-    """The result of a finished task (the text it stores), or its end raised:
-    `TaskFailed` (with its error), `TaskCanceled` (canceled or expired)."""
+def outcome(task_id: str, watched: Watched, stored_error: object = None,
+            read: Callable[[Watched], Any] | None = None) -> Any:
+    """The result of a finished task (the text it stores, or what `read` makes of it),
+    or its end raised: `TaskFailed` (with its error), `TaskCanceled` (canceled or
+    expired)."""
     if watched.status == Status.COMPLETE:
-        return watched.result
+        return read(watched) if read is not None else watched.result
     if watched.status == Status.FAILED:
         raise TaskFailed(task_id, watched.error, stored_error)
     raise TaskCanceled(task_id, watched.status)
@@ -82,9 +84,10 @@ def check_timeout(timeout: float | None) -> float | None:
 
 
 def wait_for(scripts: Scripts, keys: KeySpace, client: redis.Redis, task_id: str,
-             timeout: float | None = None) -> str:
-    """Block until task `task_id` finishes (see the module's docstring); its result, or
-    its end raised (see `outcome`); `TimeoutError` after `timeout` seconds (None: no
+             timeout: float | None = None,
+             read: Callable[[Watched], Any] | None = None) -> Any:
+    """Block until task `task_id` finishes (see the module's docstring); its result (see
+    `outcome`), or its end raised; `TimeoutError` after `timeout` seconds (None: no
     limit)."""
     deadline = check_timeout(timeout)
     channel = keys.outcome_channel(task_id)
@@ -100,7 +103,7 @@ def wait_for(scripts: Scripts, keys: KeySpace, client: redis.Redis, task_id: str
                 continue
             if watched is not None:
                 return outcome(task_id, watched, _stored_error(keys, task_id, watched,
-                                                               deadline))
+                                                               deadline), read)
             left = time_left(deadline, task_id, timeout)
             try:
                 pubsub.get_message(timeout=left)

@@ -575,12 +575,15 @@ class Planner:
 @dataclass(frozen=True)
 class Watched:
     """A task's outcome as a waiting producer reads it (see `Planner.watch`): its status,
-    its stored result and error, and its attempt ('' when unset)."""
+    its stored result and error, its attempt, and the codec and the encryption its result
+    is stored with ('' when unset)."""
 
     status: str
     result: str
     error: str
     attempt: str
+    codec: str = ""
+    encrypted: str = ""
 
 
 def _watched(reply: list[Any]) -> Watched | None:

@@ -181,3 +181,13 @@ def test_unknown_codecs_are_refused_where_they_are_named(redis_url):
                            "--queues=q", "--codec=nope"], capture_output=True, text=True,
                           timeout=30)
     assert done.returncode == 2 and "'nope'" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("codec", [None, "bytes"])
+def test_waiting_for_a_result_reads_its_codec_with_it(conn, count_commands, codec):
+    job = Queue.named("waited", codec=codec).enqueue(b"in" if codec else "in", model=Echo)
+    run("waited", fork=False)
+    with count_commands() as counter:
+        result = job.wait(timeout=1)
+    assert result == (b"in!" if codec else '{"echo":"in"}')
+    assert [name for name in counter.commands if name != "SUBSCRIBE"] == ["EVALSHA"]
