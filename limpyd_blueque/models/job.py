@@ -7,17 +7,18 @@ import itertools
 import time
 from collections.abc import Iterable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, TypeVar
 
 from ..exceptions import ConfigurationError, InvalidTransition, TaskNotFound, UnknownJobModel
-from ..protocol.codecs import DEFAULT_CODEC, Codec, codec_named
-from ..protocol.encryption import Keyring, UnknownEncryptionKey, context, key_id_of
+from ..protocol.codecs import DEFAULT_CODEC, Codec
+from ..protocol.encryption import Keyring
 from ..protocol.keys import check_queue_name
 from ..protocol.options import check_priority, eta_of, priority_of, seconds
 from ..protocol.scripts import Reservation, Watched
 from ..protocol.statistics import Tally
 from ..protocol.statuses import FINISHED, FINISHED_BY_RUN, RETRYABLE, RUNNING, Status
 from . import dependencies
+from .payload import TaskValues
 from .producing import enqueue_tasks
 from .progress import MESSAGE_MAX, CheckpointRecord, Progress, ProgressReporter
 from .task import Task
@@ -63,7 +64,7 @@ class Job(Task):
     _stop_seen = False
     #: the codec of a task that names none (its worker gives its queue's)
     default_codec: str = DEFAULT_CODEC
-    #: the keys of its worker (None: its model's database's; see `value_keyring`)
+    #: the keys of its worker (None: its model's database's; see `values`)
     value_keys: Keyring | None = None
     #: the peak memory (bytes) of the process that ran this attempt, noted with its
     #: outcome (set by its worker for a forked task; None: not measured)
@@ -166,14 +167,10 @@ class Job(Task):
     def _read_result(self, watched: Watched) -> Any:
         """A finished task's result as `wait` gives it: the stored text, opened when it is
         encrypted and decoded when its codec is not the default."""
-        text = watched.result
-        if watched.encrypted:
-            keyring = self.value_keyring()
-            if keyring is None:
-                raise UnknownEncryptionKey("the task's result is encrypted, and this process "
-                                           "was given no encryption key")
-            text = keyring.open(text, context(self.task_id, "result"))
-        return codec_named(watched.codec).decode(text, "result") if watched.codec else text
+        values = TaskValues(self.task_id, watched.codec, watched.encrypted,
+                            keyring=self.value_keys or type(self).keyring())
+        return values.open(watched.result, "result") if not watched.codec else values.decode(
+            watched.result, "result")
 
     def parent_results(self) -> dict[str, str]:
         """`{task_id: result}` of the tasks this one waited for (`after`, or its parents in
@@ -274,7 +271,7 @@ class Job(Task):
         reporter = self.reporter()
         reporter.canceled = reporter.canceled or self._cancel_seen
         if message is not None and self.sealed():  # cut as a clear one would be, then sealed
-            message = self.seal_value(str(message)[:MESSAGE_MAX], "progress")
+            message = self.values().seal(str(message)[:MESSAGE_MAX], "progress")
         reporter.set(done, total, message)
 
     def flush_progress(self) -> None:
@@ -286,76 +283,49 @@ class Job(Task):
         """How far the task is, as last written (None: it reported no progress)."""
         return Progress.from_text(self.raw_field("progress"))
 
+    def values(self) -> TaskValues:
+        """How its stored values become values and back (its codec, its encryption: see
+        models/payload.py), with its worker's keys, else its database's. Its `codec` and
+        `encrypted` fields come from its reservation, else are read once (one round
+        trip: a task keeps both from its enqueue on)."""
+        marks: tuple[str | None, str | None]
+        if self.task is not None:
+            marks = self.known.get("codec"), self.known.get("encrypted")
+        elif "_read_marks" in self.__dict__:
+            marks = self.__dict__["_read_marks"]
+        else:
+            codec, encrypted = self.hmget("codec", "encrypted")
+            marks = self.__dict__["_read_marks"] = (codec, encrypted)
+        return TaskValues(self.task_id, *marks, default_codec=self.default_codec,
+                          keyring=self.value_keys or type(self).keyring())
+
     def payload_codec(self) -> Codec:
         """The codec of the task's parameters, result and checkpoints: the one it was
-        written with (its `codec` field), else `default_codec` (`UnknownCodec` names one
-        not known here)."""
-        return codec_named(self._marks()[0] or self.default_codec)
+        written with (its `codec` field), else `default_codec`."""
+        return self.values().codec
 
     def sealed(self) -> bool:
         """True when the task's values are encrypted (its `encrypted` field)."""
-        return bool(self._marks()[1])
-
-    def _marks(self) -> tuple[str | None, str | None]:
-        """Its `codec` and `encrypted` fields: from its reservation, else read once (one
-        round trip; a task keeps both from its enqueue on)."""
-        if self.task is not None:
-            return self.known.get("codec"), self.known.get("encrypted")
-        marks = self.__dict__.get("_read_marks")
-        if marks is None:
-            marks = self.__dict__["_read_marks"] = tuple(self.hmget("codec", "encrypted"))
-        return cast("tuple[str | None, str | None]", marks)
-
-    def value_keyring(self) -> Keyring | None:
-        """The keys its values are sealed and opened with: its worker's, else its model's
-        database's (`use_redis(encryption_keys=...)`)."""
-        return self.value_keys or type(self).keyring()
+        return self.values().sealed
 
     def open_value(self, text: str | None, field: str) -> str | None:
-        """The clear text of one of its stored values (`field`: parameters, result,
-        checkpoint, progress): as stored for a task written clear; `UnknownEncryptionKey`
-        or `TamperedValue` for a sealed one this process cannot open."""
-        if text is None or not self.sealed():
-            return text
-        keyring = self.value_keyring()
-        if keyring is None:
-            raise UnknownEncryptionKey(f"the task's {field} are encrypted with the key "
-                                       f"{key_id_of(text)!r}, and this process was given no "
-                                       "encryption key")
-        return keyring.open(text, context(self.task_id, field))
-
-    def seal_value(self, text: str, field: str) -> str:
-        """`text` as the task stores it in `field`: sealed when its values are."""
-        if not self.sealed():
-            return text
-        keyring = self.value_keyring()
-        if keyring is None:
-            raise UnknownEncryptionKey(f"the task's {field} must be encrypted, and this "
-                                       "process was given no encryption key")
-        return keyring.seal(text, context(self.task_id, field))
+        """The clear text of one of its stored values (see `TaskValues.open`)."""
+        return self.values().open(text, field)
 
     def payload(self) -> Any:
-        """The task's parameters, opened (see `open_value`) and decoded with its codec
-        (the default one: a JSON value, or the text itself when it is no JSON);
-        `UndecodableValue` names the codec of a value that does not decode."""
-        if self.task is not None and "_payload" in self.__dict__:
-            return self.__dict__["_payload"]  # (its worker read it already)
-        text = (self.known.get("parameters") if self.task is not None
-                else self.parameters.hget())
-        value = self.payload_codec().decode(self.open_value(text, "parameters"))
-        if self.task is not None:
-            self.__dict__["_payload"] = value
-        return value
-
-    def result_text(self, result: Any) -> str:
-        """What the task stores for `result`: encoded with its codec, sealed when its
-        values are (`InvalidParameters` when its codec cannot encode it)."""
-        return self.seal_value(self.payload_codec().encode(result, "result"), "result")
+        """The task's parameters, opened and decoded with its codec (the default one: a
+        JSON value, or the text itself when it is no JSON); `UndecodableValue` names the
+        codec of a value that does not decode."""
+        if self.task is None:
+            return self.values().decode(self.parameters.hget(), "parameters")
+        if "_payload" not in self.__dict__:  # (read once: its worker read it already)
+            self.__dict__["_payload"] = self.values().decode(self.known.get("parameters"),
+                                                             "parameters")
+        return self.__dict__["_payload"]
 
     def result_value(self) -> Any:
         """The task's stored result, opened and decoded with its codec (None: none)."""
-        return self.payload_codec().decode(self.open_value(self.result.hget(), "result"),
-                                           "result")
+        return self.values().decode(self.result.hget(), "result")
 
     def checkpoint(self, state: Any) -> bool:
         """From inside the running task: store `state` (JSON-able) as where to resume, now.
@@ -365,11 +335,12 @@ class Job(Task):
         `RedisUnavailable` when Redis cannot take it now: the task may go on, and
         checkpoint again later. A task of another codec than the default stores any state
         that codec encodes."""
-        codec = self.payload_codec()
-        if self.sealed():
-            return self.reporter().checkpoint(
-                state, codec, lambda text: self.seal_value(text, "checkpoint"))
-        return self.reporter().checkpoint(state, None if codec.name == DEFAULT_CODEC else codec)
+        values = self.values()
+        if values.plain:
+            return self.reporter().checkpoint(state)
+        return self.reporter().checkpoint(
+            state, values.codec, (lambda text: values.seal(text, "checkpoint"))
+            if values.sealed else None)
 
     def checkpoint_record(self) -> CheckpointRecord | None:
         """The task's last checkpoint with its attempt, time and size (None: none)."""
@@ -380,10 +351,11 @@ class Job(Task):
         record = self.checkpoint_record()
         if record is None:
             return None
-        if record.codec is not None:
-            state = self.open_value(record.state, "checkpoint") if record.sealed else record.state
-            return codec_named(record.codec).decode(state, "checkpoint")
-        return record.state
+        if record.codec is None:
+            return record.state
+        values = TaskValues(self.task_id, record.codec, "1" if record.sealed else None,
+                            keyring=self.value_keys or type(self).keyring())
+        return values.decode(record.state, "checkpoint")
 
     def cancel_requested(self) -> bool:
         """True once the running task's cancel was asked (`cancel`). Inside a worker, read

@@ -726,7 +726,7 @@ class Worker(WorkerSettings):
         A result that cannot be stored (see `values.encode`) fails the task instead.
         """
         try:
-            text = job.result_text(result)
+            text = job.values().encode(result, "result")
         except InvalidParameters as error:
             trace = traceback.format_exc() if self.save_tracebacks else None
             self.job_error(job, queue, error, trace)
