@@ -43,7 +43,8 @@ nitpick_ignore_regex = [
                                  r"pathlib|builtins|_?io|re|json|os|signal|subprocess|asyncio)\..*"),
     (r"py:(class|obj)", r"limpyd_blueque\.(protocol\.(scripts|statistics|bounds|codecs|encryption)|"
                         r"worker\.(heartbeat|running|recovery|runners|messages|contract))\..*"),
-    (r"py:(class|obj)", r"T|RunningTask|Reservation|Tally|Bounds|Controls|Codec|Keyring"),
+    (r"py:(class|obj)", r"T|RunningTask|Reservation|Tally|Bounds|Controls|Codec|Keyring|"
+                        r"TaskValues|limpyd_blueque\.models\.payload\.TaskValues"),
     (r"py:(class|obj)", r"limpyd_blueque\.[\w.]+\.(T|J|TaskCollectionManager|"
                         r"ReservedListField|ProgressReporter)"),
 ]
