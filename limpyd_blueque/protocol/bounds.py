@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..exceptions import ConfigurationError
-from .values import MAX_COUNT, MAX_SECONDS, shown
+from .values import MAX_COUNT, read_number, shown
 
 #: the bounds a task, a queue or a worker may set (see options.TERM_RULES for their rules)
 BOUND_TERMS = ("max_memory", "cpu_limit", "soft_time_limit")
@@ -112,12 +112,4 @@ def _size(value: object) -> int | None:
 
 def _seconds(value: object) -> float | None:
     """A number of seconds above 0 read from a field or a setting, else None."""
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    if not math.isfinite(number) or not 0 < number <= MAX_SECONDS:
-        return None
-    return number
+    return read_number(value) or None

@@ -22,14 +22,13 @@ set, while it has attempts left (`max_attempts`), so that `Retry` works without 
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..exceptions import ConfigurationError
-from .values import MAX_SECONDS, shown
+from .values import MAX_SECONDS, read_number, shown
 
 #: the retry terms a task or a queue may set (see options.TERM_RULES for their rules)
 RETRY_TERMS = ("retry_delay", "retry_backoff", "retry_max_delay", "retry_jitter",
@@ -126,14 +125,14 @@ def resolve(own: Mapping[str, Any], queue: Mapping[str, Any],
     limit)."""
     def number(name: str) -> float | None:
         for source in (own, queue, worker):
-            value = _number(source.get(name))
+            value = read_number(source.get(name))
             if value is not None:
                 return value
         return None
 
     delay = number("retry_delay")
     if delay is None:
-        delay = _number(worker.get("requeue_delay_delta")) or 0.0
+        delay = read_number(worker.get("requeue_delay_delta")) or 0.0
     names: Iterable[str] = ()
     for source in (own, queue, worker):
         found = source.get("no_retry_for")
@@ -144,7 +143,7 @@ def resolve(own: Mapping[str, Any], queue: Mapping[str, Any],
         except ConfigurationError:
             continue
         break
-    retries = int(_number(worker.get("requeue_times")) or 0)
+    retries = int(read_number(worker.get("requeue_times")) or 0)
     if not retries and any(number(name) is not None for name in RETRY_TERMS):
         retries = (max_attempts - 1) if max_attempts else 1_000_000
     return RetryPolicy(
@@ -155,18 +154,7 @@ def resolve(own: Mapping[str, Any], queue: Mapping[str, Any],
         retry_deadline=number("retry_deadline"), no_retry_for=frozenset(names))
 
 
-def _number(value: object, most: float = MAX_SECONDS) -> float | None:
-    """A finite number from 0 to `most` read from a field or a setting, else None."""
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) and 0 <= number <= most else None
-
-
 def asked_delay(value: object) -> float | None:
     """The delay a `Retry` asked for, when it is one (seconds from 0 to `MAX_SECONDS`);
     else None (the policy's delay applies)."""
-    return _number(value)
+    return read_number(value)

@@ -187,6 +187,18 @@ def number_problem(value: object, *, integer: bool = False, minimum: float | Non
     return None
 
 
+def read_number(value: object, most: float = MAX_SECONDS) -> float | None:
+    """A finite number from 0 to `most` read from a field or a setting (any client may
+    have written it), else None: the next source of the value decides."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) and 0 <= number <= most else None
+
+
 def check_number(name: str, value: Any, **rules: Any) -> Any:
     """`value` if it fits the `number_problem` rules, else `ConfigurationError` naming it."""
     problem = number_problem(value, **rules)
