@@ -288,16 +288,18 @@ class Job(Task):
         models/payload.py), with its worker's keys, else its database's. Its `codec` and
         `encrypted` fields come from its reservation, else are read once (one round
         trip: a task keeps both from its enqueue on)."""
-        marks: tuple[str | None, str | None]
-        if self.task is not None:
-            marks = self.known.get("codec"), self.known.get("encrypted")
-        elif "_read_marks" in self.__dict__:
-            marks = self.__dict__["_read_marks"]
-        else:
-            codec, encrypted = self.hmget("codec", "encrypted")
-            marks = self.__dict__["_read_marks"] = (codec, encrypted)
-        return TaskValues(self.task_id, *marks, default_codec=self.default_codec,
+        return TaskValues(self.task_id, *self._marks(), default_codec=self.default_codec,
                           keyring=self.value_keys or type(self).keyring())
+
+    def _marks(self) -> tuple[str | None, str | None]:
+        """Its `codec` and `encrypted` fields (see `values`)."""
+        if self.task is not None:
+            return self.known.get("codec"), self.known.get("encrypted")
+        if "_read_marks" not in self.__dict__:
+            codec, encrypted = self.hmget("codec", "encrypted")
+            self.__dict__["_read_marks"] = (codec, encrypted)
+        marks: tuple[str | None, str | None] = self.__dict__["_read_marks"]
+        return marks
 
     def payload_codec(self) -> Codec:
         """The codec of the task's parameters, result and checkpoints: the one it was
@@ -306,7 +308,7 @@ class Job(Task):
 
     def sealed(self) -> bool:
         """True when the task's values are encrypted (its `encrypted` field)."""
-        return self.values().sealed
+        return bool(self._marks()[1])  # (no codec looked up: `set_progress` asks often)
 
     def open_value(self, text: str | None, field: str) -> str | None:
         """The clear text of one of its stored values (see `TaskValues.open`)."""

@@ -6,7 +6,6 @@ lists; the `blueque` command and the web dashboard both act through these."""
 from __future__ import annotations
 
 import itertools
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -19,7 +18,7 @@ from ..exceptions import (
     TaskNotFound,
 )
 from ..models import Job
-from ..protocol.encryption import Keyring, context, is_sealed
+from ..protocol.encryption import Keyring, context, sealed_values
 from ..protocol.statuses import RUNNING, Status
 from .overview import pipelined, task_fields
 
@@ -148,31 +147,19 @@ def _read_all(pipe: Any, keys: list[str], names: list[str]) -> list[Any]:
 
 
 def resealed(keyring: Keyring, task_id: str,
-             stored: dict[str, str | None]) -> tuple[list[tuple[str, str, str]], bool]:
+             fields: dict[str, str | None]) -> tuple[list[tuple[str, str, str]], bool]:
     """The `(field, value, value sealed again)` of a task's values an older key sealed,
     and False when one of its values did not open (the others are sealed again all the
     same)."""
     changes, opened = [], True
-    for name, inner in (("parameters", None), ("result", None), ("checkpoint", "state"),
-                        ("progress", "message")):
-        text = stored.get(name)
-        record: Any = text
-        if inner is not None:
-            try:
-                record = json.loads(text or "")
-            except ValueError:
-                continue
-        value = record.get(inner) if isinstance(record, dict) and inner else record
-        if text is None or not isinstance(value, str) or not is_sealed(value):
-            continue
+    for stored in sealed_values(fields):
         try:
-            again = keyring.reseal(value, context(task_id, name))
+            again = keyring.reseal(stored.value, context(task_id, stored.field))
         except LimpydBluequeError:
             opened = False
             continue
         if again is not None:
-            changes.append((name, text, json.dumps({**record, inner: again}) if inner
-                            else again))
+            changes.append((stored.field, stored.text, stored.replaced(again)))
     return changes, opened
 
 

@@ -3,7 +3,6 @@ data; see `overview` for the rules every read here follows."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, cast
@@ -16,7 +15,7 @@ from ..exceptions import ConfigurationError, LimpydBluequeError, ProtocolError, 
 from ..models import Error, Job
 from ..models.progress import CheckpointRecord
 from ..protocol.bounds import size_text
-from ..protocol.encryption import Keyring, context, is_sealed
+from ..protocol.encryption import Keyring, context, sealed_values
 from ..protocol.keys import QUEUE_NAME_RE
 from ..protocol.liveness import server_time
 from ..protocol.statuses import RUNNING, Status
@@ -259,27 +258,13 @@ def opened_fields(task_id: str, values: dict[str, str],
     if not values.get("encrypted"):
         return values
     shown = dict(values)
-
-    def opened(text: str, name: str) -> str:
-        if keyring is None or not is_sealed(text):
-            return ENCRYPTED
+    for stored in sealed_values(values):
         try:
-            return keyring.open(text, context(task_id, name))
+            clear = (keyring.open(stored.value, context(task_id, stored.field))
+                     if keyring is not None else ENCRYPTED)
         except LimpydBluequeError:
-            return ENCRYPTED
-
-    for name in ("parameters", "result"):
-        if name in shown:
-            shown[name] = opened(shown[name], name)
-    for name, inner in (("checkpoint", "state"), ("progress", "message")):
-        try:
-            record = json.loads(shown.get(name) or "")
-        except ValueError:
-            continue
-        if isinstance(record, dict) and isinstance(record.get(inner), str):
-            record[inner] = opened(record[inner], "checkpoint" if name == "checkpoint"
-                                   else "progress")
-            shown[name] = json.dumps(record)
+            clear = ENCRYPTED
+        shown[stored.field] = stored.replaced(clear)
     return shown
 
 

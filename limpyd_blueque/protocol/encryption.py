@@ -17,7 +17,8 @@ import binascii
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -178,6 +179,48 @@ def parse(stored: str) -> tuple[str, bytes]:
     if len(raw) <= NONCE_BYTES:
         raise TamperedValue(f"a value encrypted with the key {shown(key_id)} is cut")
     return key_id, raw
+
+
+@dataclass(frozen=True)
+class StoredValue:
+    """One value a sealed task keeps sealed, as stored: its field, the field's text, and
+    the sealed value within it (the whole text, or one key of its JSON record)."""
+
+    field: str
+    text: str
+    value: str
+    record: dict[str, Any] | None = None
+    inner: str | None = None
+
+    def replaced(self, value: str) -> str:
+        """The field's text with `value` in place of the sealed one."""
+        if self.record is None or self.inner is None:
+            return value
+        return json.dumps({**self.record, self.inner: value})
+
+
+#: the values a sealed task keeps sealed: its fields, and the key within those holding a
+#: JSON record (a checkpoint's state, a progress message)
+SEALED_VALUES = (("parameters", None), ("result", None), ("checkpoint", "state"),
+                 ("progress", "message"))
+
+
+def sealed_values(stored: Mapping[str, str | None]) -> Iterator[StoredValue]:
+    """The sealed values among a task's fields `stored` (any other is left out)."""
+    for field, inner in SEALED_VALUES:
+        text = stored.get(field)
+        if text is None:
+            continue
+        if inner is None:
+            if is_sealed(text):
+                yield StoredValue(field, text, text)
+            continue
+        try:
+            record = json.loads(text)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and is_sealed(record.get(inner)):
+            yield StoredValue(field, text, record[inner], record, inner)
 
 
 def context(task_id: str, field: str) -> str:

@@ -41,7 +41,7 @@ from ..exceptions import (
 from ..models import Job, JobModels, Queue
 from ..protocol.bounds import BOUND_TERMS, Bounds
 from ..protocol.bounds import resolve as resolve_bounds
-from ..protocol.codecs import DEFAULT_CODEC, UndecodableValue, UnknownCodec
+from ..protocol.codecs import UndecodableValue, UnknownCodec
 from ..protocol.encryption import Keyring, TamperedValue, UnknownEncryptionKey
 from ..protocol.liveness import listener_id_for
 from ..protocol.options import renewal_period, seconds
@@ -561,15 +561,14 @@ class Worker(WorkerSettings):
         is then failed once, with an error naming the problem."""
         self.equip(job)
         try:
-            if (job.payload_codec().name == DEFAULT_CODEC and not job.sealed()
-                    and not is_text(job.known.get("parameters"))):
+            if job.values().plain and not is_text(job.known.get("parameters")):
                 raise InvalidParameters("task parameters are not valid UTF-8 text: the "
                                         "task cannot be decoded")
             assert job.task is not None, "a reserved job comes from its reservation"
             model = self.models.model_for(job.task)
             prepared = self.equip(job if type(job) is model
                                   else model.from_reservation(job.task))
-            if prepared.payload_codec().name != DEFAULT_CODEC or prepared.sealed():
+            if not prepared.values().plain:
                 prepared.payload()  # a value it cannot open or read fails the task here,
                 # once (and the task reads it decoded already)
         except UNRUNNABLE as error:
