@@ -284,7 +284,11 @@ class ForkedRunner(TaskRunner):
     is reserved and started for its pid, then handed to it. A task process asks its
     worker to write its outcome, progress and checkpoints (`serve`: the worker writes,
     then answers), and says on the notices pipe when its outcome is stored and when it
-    is done, which frees its slot at once.
+    is done, which frees its slot at once. The memory of the task processes is weighed
+    here (`weigh`), and what each used is read as it is reaped (`measured`).
+
+    One class, though long: its spare, its lines, its reaping, its bounds and its stopping
+    all act on one state, the task processes it forked and has not reaped yet.
     """
 
     can_detach = True
