@@ -201,3 +201,25 @@ class WorkflowJob(Job):
 def fail_callback(job, queue):
     """Always fails (for the retry policy's command line test)."""
     raise RuntimeError("always fails")
+
+
+def ending_callback(job, queue):
+    """Runs `sleep` seconds, then ends as `end` says: complete, fail, release (its first
+    run), delay or bury (a task the test cancels meanwhile sleeps long): {"end": ...,
+    "sleep": s}."""
+    from limpyd_blueque import Release
+
+    params = json.loads(job.known.get("parameters") or job.parameters.hget())
+    record(job, "begin")
+    time.sleep(params.get("sleep", 0.4))
+    end = params["end"]
+    record(job, "end", end=end)
+    if end == "fail":
+        raise RuntimeError("ends by failing")
+    if end == "release" and record_run(job) == 1:  # released once, then done
+        return Release
+    if end == "delay":
+        raise Delay(60)
+    if end == "bury":
+        job.bury("poison")
+    return "ok"

@@ -12,15 +12,17 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
+from ..exceptions import ConfigurationError
 from ..models import Queue
 from ..models.limits import busiest_first, read_limits_and_groups, shown_limits
-from ..operations.overview import check_known_queues
+from ..operations.overview import UnknownQueue, check_known_queues
 from ..protocol.keys import check_queue_name
+from ..protocol.options import WHOLE_QUEUE
 from .tables import cell, make_console, show, table
 
 Handler = Callable[[argparse.Namespace], int]
-#: how GROUP names the limit of the queue as a whole on the command line
-WHOLE_QUEUE = "queue"
+#: the options of `blueque limit` that set a limit (not with `--remove`)
+LIMIT_OPTIONS = ("max_running", "max_starts", "per", "weight")
 
 
 def add_parsers(commands: Any, checked: Callable[[Callable[[str], str]], Any]) -> None:
@@ -48,6 +50,8 @@ def add_parsers(commands: Any, checked: Callable[[Callable[[str], str]], Any]) -
     limit.add_argument("--weight", type=float, metavar="W",
                        help="its share of the starts when groups compete (default 1)")
     limit.add_argument("--remove", action="store_true", help="remove the group's limit")
+    limit.add_argument("--new-queue", action="store_true",
+                       help="QUEUE has had no task nor worker yet: set its limit ahead")
     limit.add_argument("--json", action="store_true",
                        help='{"queue": ..., "group": ..., "limit": ... or null, "changed": ...}')
 
@@ -95,7 +99,20 @@ def limits_command(options: argparse.Namespace) -> int:
 
 
 def limit_command(options: argparse.Namespace) -> int:
-    name = check_known_queues([options.queue])[0]
+    """Set or remove one limit. A queue not known yet (no task, no worker) is refused as a
+    typo unless `--new-queue` says it is new: its limit is then set ahead of its tasks."""
+    given = [f"--{name.replace('_', '-')}" for name in LIMIT_OPTIONS
+             if getattr(options, name) is not None]
+    if options.remove and given:
+        raise ConfigurationError(f"--remove takes no limit setting ({', '.join(given)} "
+                                 "given): remove the limit, or set it")
+    name = options.queue
+    if not options.new_queue or options.remove:
+        try:
+            check_known_queues([name])
+        except UnknownQueue as unknown:
+            hint = "" if options.remove else " (--new-queue: limit it before its first task)"
+            raise UnknownQueue([name], unknown.known, hint) from None
     queue, group = Queue.named(name), group_of(options.group)
     if options.remove:
         changed = queue.remove_limit(group)

@@ -108,6 +108,44 @@ def held_back(client: redis.Redis, keys: KeySpace, names: list[str]) -> dict[str
     return held_counts(names, held, replies)
 
 
+def closed_queues(client: redis.Redis, keys: KeySpace, names: list[str], now: float,
+                  ) -> set[str]:
+    """The queues of `names` whose own limit (the queue as a whole) is reached at `now`
+    (server time): all their tasks wait, held back. One command per queue, then, when
+    some have such a limit, one round trip for those (a value that is no limit, or a key
+    of another type, closes none, as the reserve step reads them)."""
+    with reaching(client), client.pipeline(transaction=False) as pipe:
+        for name in names:
+            pipe.hget(keys.limits(name), "")
+        texts = pipe.execute(raise_on_error=False)
+    limits = [(name, limit) for name, text in zip(names, texts)
+              if (limit := parsed_limit(None, text if isinstance(text, str) else None))
+              and (limit.max_running is not None or limit.max_starts is not None)]
+    if not limits:
+        return set()
+    with reaching(client), client.pipeline(transaction=False) as pipe:
+        for name, limit in limits:
+            pipe.zcard(keys.leases(name))
+            pipe.zcount(keys.queue_starts(name), now - (limit.per or 0.0), "+inf")
+        replies = pipe.execute(raise_on_error=False)
+    return {name for (name, limit), running, started
+            in zip(limits, replies[::2], replies[1::2])
+            if _reached(limit.max_running, running) or _reached(limit.max_starts, started)}
+
+
+def _reached(most: int | None, count: object) -> bool:
+    """Whether a count read (not a count: a key of another type) is at its bound `most`."""
+    return most is not None and isinstance(count, int) and count >= most
+
+
+def with_closed(held: dict[str, int], closed: set[str], pending: dict[str, int],
+                ) -> dict[str, int]:
+    """{queue: tasks held back}: those of its held groups (`held`), or all its pending
+    tasks (`pending`) when its own limit is reached (`closed`, see `closed_queues`)."""
+    return {name: pending.get(name, count) if name in closed else count
+            for name, count in held.items()}
+
+
 def held_groups(reply: object) -> list[str]:
     """The groups a `ZRANGE` of a queue's held set (`KeySpace.groups_held`) names; none
     when the read failed (a key of another type)."""

@@ -430,11 +430,19 @@ class Queue(BluequeModel):
         the queue as a whole) across all workers: at most `max_running` of its tasks
         running at once, at most `max_starts` starts in any window of `per` seconds, and
         its share of the starts when groups compete, `weight` (default 1). Replaces the
-        group's limit; applies to the next reservation. Every value is checked before
+        group's limit; applies to the next reservation (a queue's own limit, set where it
+        had none: within half a second, as workers read which of their queues have one
+        with their pauses). Every value is checked before
         anything is written (`ConfigurationError`). True when the limit changed."""
         stored = stored_limit(group, max_running, max_starts, per, weight)
-        with reaching(self.client()):
-            return self.scripts().limit(self._queue_name(), limit_field(group), stored)
+        name, client = self._queue_name(), self.client()
+        with reaching(client):
+            changed = self.scripts().limit(name, limit_field(group), stored)
+            try:  # a queue with a limit is a known queue (listed, given limits by name)
+                client.zadd(self.keys().queues, {name: 0}, nx=True)
+            except redis.ResponseError:
+                pass  # the index holds another type: the limit is set all the same
+        return changed
 
     def remove_limit(self, group: str | None) -> bool:
         """Remove the limit of `group` (see `set_limit`); True when there was one."""

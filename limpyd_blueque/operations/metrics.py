@@ -16,7 +16,7 @@ from typing import Any
 
 from ..exceptions import REDIS_AWAY
 from ..models import Job, Queue
-from ..models.limits import held_back
+from ..models.limits import closed_queues, held_back, with_closed
 from ..protocol import statistics
 from ..protocol.liveness import server_time, worker_records
 from ..protocol.statuses import Status
@@ -80,7 +80,10 @@ class BluequeCollector(Collector):
             oldest = oldest_waiting(client, keys, names, now, list[Skipped]())
             live = sum(1 for until in worker_records(client, keys).values() if until >= now)
             paused = Queue.paused_among(names)
-            held = held_back(client, keys, names)
+            held = with_closed(held_back(client, keys, names),
+                               closed_queues(client, keys, names, now),
+                               {queue: figures.tasks["pending"]
+                                for queue, figures in counters.items()})
         except REDIS_AWAY:  # the scrape says so, rather than failing
             yield GaugeMetricFamily(*REDIS_UP, value=0)
             return
@@ -133,9 +136,9 @@ class BluequeCollector(Collector):
         pauses = GaugeMetricFamily("blueque_queue_paused", "1 while the queue is paused "
                                    "(workers take none of its tasks), else 0.",
                                    labels=["queue"])
-        limited = GaugeMetricFamily("blueque_tasks_held_back", "Tasks waiting in groups held "
-                                    "back by their limit (max_running or max_starts), per "
-                                    "queue.", labels=["queue"])
+        limited = GaugeMetricFamily("blueque_tasks_held_back", "Tasks waiting, held back by "
+                                    "their group's limit or their queue's (max_running or "
+                                    "max_starts), per queue.", labels=["queue"])
         for queue, figures in counters.items():
             for status in Status:
                 tasks.add_metric([queue, status.value], figures.tasks[status.value])

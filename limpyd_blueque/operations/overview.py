@@ -27,7 +27,7 @@ import redis
 from ..connection.errors import reaching
 from ..exceptions import ConfigurationError, LimpydBluequeError
 from ..models import Job
-from ..models.limits import held_counts, held_groups, held_lines
+from ..models.limits import closed_queues, held_counts, held_groups, held_lines, with_closed
 from ..models.progress import Progress
 from ..protocol import statistics
 from ..protocol.encryption import is_sealed
@@ -255,9 +255,9 @@ class UnknownQueue(LimpydBluequeError, LookupError):
     worker listened to it (a typo, most often). The message names it, a close match, and
     the queues that are known."""
 
-    def __init__(self, names: Sequence[str], known: Sequence[str]) -> None:
+    def __init__(self, names: Sequence[str], known: Sequence[str], hint: str = "") -> None:
         self.names, self.known = list(names), list(known)
-        super().__init__(unknown_queue_message(self.names, self.known))
+        super().__init__(unknown_queue_message(self.names, self.known) + hint)
 
 
 def close_matches(word: str, candidates: Sequence[str], count: int = 3) -> list[str]:
@@ -317,8 +317,10 @@ def queue_overviews(names: Sequence[str] | None = None,
                     job_model: type[Job] = Job) -> Overview:
     """Per queue (default: every queue): tasks by status and in all, stalled tasks,
     listeners, the oldest waiting task's id and age, the tasks finished in the last
-    minute and hour, and the tasks waiting, running and held back. O(1) per queue (and
-    per group held back): four round trips in all (five without `names`)."""
+    minute and hour, and the tasks waiting, running and held back (by their group's limit,
+    or all of a queue's when its own limit is reached). O(1) per queue (and per group
+    held back): five round trips in all (six without `names`, one more when a queue's own
+    limit has a window of starts)."""
     client, keys = job_model.client(), job_model.keys()
     names = list(names) if names is not None else queue_names(job_model)
     now = server_time(client)
@@ -337,6 +339,8 @@ def queue_overviews(names: Sequence[str] | None = None,
             for name, reads in zip(names, own)]
     oldest, held_count = _oldest_of(client, keys, names, [reads[3:5] for reads in own], now,
                                     skipped, held)
+    held_count = with_closed(held_count, closed_queues(client, keys, names, now),
+                             {name: figures[name]["tasks"]["pending"] for name in names})
     return Overview(now, [QueueOverview(
         queue=name, tasks=_task_counts(figures[name]["tasks"]),
         stalled=_count_reply(keys.stalled(name), reads[1], skipped),

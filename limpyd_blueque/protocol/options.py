@@ -257,14 +257,22 @@ def check_utube(value: object) -> str | None:
     return value
 
 
+#: the word by which a command line names the limit of a queue as a whole (`blueque
+#: limit QUEUE queue ...`): no group is named so
+WHOLE_QUEUE = "queue"
+
+
 def check_group(value: object) -> str | None:
     """A group's name: None (no group), or 1 to 200 characters among letters, digits and
-    `. _ - :` (it is part of key names)."""
+    `. _ - :` (it is part of key names), other than `WHOLE_QUEUE`."""
     if value is None:
         return None
     if not isinstance(value, str) or not GROUP_RE.match(value):
         raise ConfigurationError(f"group must be 1 to 200 characters among letters, digits "
                                  f"and . _ - :, not {shown(value)}")
+    if value == WHOLE_QUEUE:
+        raise ConfigurationError(f"group {WHOLE_QUEUE!r} is reserved: it names the queue as "
+                                 "a whole (its limit) on the command line")
     return value
 
 

@@ -167,6 +167,15 @@ def test_stats_give_each_queue_its_tasks_waiting_running_and_held_back(redis_url
         waiting + held_back, 1, 1)
 
 
+def test_stats_count_a_queue_at_its_own_limit_as_all_held_back(redis_url, database):
+    queue = Queue.named("whole")
+    queue.set_limit(None, max_running=1)
+    queue.enqueue_many([1, 2, 3])
+    assert Queue.reserve_from(["whole"], "host_1")[0] is not None
+    (row,) = document(blueque(redis_url, "stats", "whole", "--json"))["queues"]
+    assert (row["waiting"], row["running"], row["held_back"]) == (0, 1, 2)
+
+
 def test_held_groups_or_orders_of_another_type_are_skipped_and_count_none(redis_url, scene,
                                                                           conn):
     keys = Job.keys()

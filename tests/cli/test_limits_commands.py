@@ -7,10 +7,11 @@ from __future__ import annotations
 import json
 import subprocess
 
+import pytest
 from helpers import LISTENER, script
 from helpers import take as reserve
 
-from limpyd_blueque import Limit, Queue
+from limpyd_blueque import ConfigurationError, Limit, Queue
 
 ADMIN = script("blueque", "limpyd_blueque.admin")
 
@@ -87,3 +88,27 @@ def test_bad_limits_are_refused_in_one_line_with_nothing_written(redis_url, data
     assert sorted(conn.keys("*")) == sorted(before)
     unknown = blueque(redis_url, "limit", "nosuchqueue", "g", "--max-running", "1")
     assert unknown.returncode == 1 and "nosuchqueue" in unknown.stderr
+
+
+def test_a_new_queue_is_given_a_limit_ahead_of_its_tasks_and_then_listed(redis_url, database):
+    refused = blueque(redis_url, "limit", "fresh", "*", "--max-running", "2")
+    assert refused.returncode == 1 and "--new-queue" in refused.stderr
+    result = blueque(redis_url, "limit", "fresh", "*", "--max-running", "2", "--new-queue")
+    assert result.returncode == 0, result.stderr
+    assert Queue.named("fresh").limits()["*"].max_running == 2
+    listed = json.loads(blueque(redis_url, "limits", "--json").stdout)
+    assert [row["group"] for row in listed["fresh"]] == ["*"]
+    Queue.named("python-side").set_limit(None, max_running=1)  # known once it has a limit
+    assert blueque(redis_url, "limits", "python-side").returncode == 0
+
+
+def test_remove_takes_no_limit_setting_and_queue_is_no_group_name(redis_url, database, conn):
+    queue = Queue.named("exports")
+    queue.set_limit("g", max_running=1)
+    result = blueque(redis_url, "limit", "exports", "g", "--remove", "--max-running", "3")
+    assert result.returncode == 2 and "--max-running" in result.stderr
+    assert queue.limits()["g"].max_running == 1  # nothing removed
+    with pytest.raises(ConfigurationError, match="reserved"):
+        queue.enqueue("x", group="queue")
+    with pytest.raises(ConfigurationError, match="reserved"):
+        queue.set_limit("queue", max_running=1)

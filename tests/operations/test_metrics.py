@@ -180,9 +180,9 @@ def test_a_scrape_costs_the_same_for_one_task_as_for_two_thousand(conn, count_co
     with count_commands() as many:
         scrape_text()
     assert many.count == few.count
-    # at most 21 per queue (one per structure of a status, its waiting set included), then
-    # the workers and the clock
-    assert few.count <= 2 * 21 + 1
+    # at most 22 per queue (one per structure of a status, its waiting set included, and
+    # its own limit), then the workers and the clock
+    assert few.count <= 2 * 22 + 1
 
 
 def test_counters_of_another_type_or_with_junk_read_as_zero(conn):
@@ -285,3 +285,25 @@ def test_tasks_waiting_running_and_held_back_are_gauges_per_queue(conn):
     assert value(parsed, "blueque_tasks", queue="sig", status="pending") == waiting + held_back
     assert [value(parsed, name, queue="idle") for name in (
         "blueque_waiting_tasks", "blueque_running_tasks", "blueque_tasks_held_back")] == [0, 0, 0]
+
+
+def test_tasks_held_back_by_their_queues_own_limit_count_as_held_back_not_waiting(conn):
+    running = Queue.named("whole")
+    running.set_limit(None, max_running=1)
+    running.enqueue_many([1, 2, 3, 4])
+    assert Queue.reserve_from(["whole"], "host_1")[0] is not None
+    assert Queue.reserve_from(["whole"], "host_1")[0] is None  # the queue is full
+    started = Queue.named("window")
+    started.set_limit(None, max_starts=1, per=60)
+    started.enqueue_many([1, 2], group="g")
+    assert Queue.reserve_from(["window"], "host_1")[0] is not None
+    parsed = samples(scrape_text())
+    assert [value(parsed, name, queue="whole") for name in (
+        "blueque_waiting_tasks", "blueque_running_tasks", "blueque_tasks_held_back")] == [
+        0, 1, 3]
+    assert [value(parsed, name, queue="window") for name in (
+        "blueque_waiting_tasks", "blueque_tasks_held_back")] == [0, 1]
+    running.remove_limit(None)
+    parsed = samples(scrape_text())
+    assert [value(parsed, name, queue="whole") for name in (
+        "blueque_waiting_tasks", "blueque_tasks_held_back")] == [3, 0]

@@ -10,6 +10,7 @@ import time
 
 import pytest
 from helpers import kill, kill_task_processes, start_worker, wait_for
+from jobs import events
 
 from limpyd_blueque import Queue
 
@@ -247,3 +248,74 @@ def test_a_late_group_starts_at_the_next_free_slot_and_limits_apply_within_a_sec
     print(f"\na limit raised at run time applied in {raised:.2f} s, removed in "
           f"{removed:.2f} s; a late group's task started "
           f"{float(late.started_at.hget()) - enqueued:.2f} s after its enqueue, all slots busy")
+
+
+def has_status(job, status):
+    return lambda: job.status.hget() == status
+
+
+def test_a_slot_is_free_the_moment_its_task_ends_in_any_way_on_a_real_worker(
+        redis_url, database, conn):
+    queue = Queue.named("ends")
+    queue.set_limit("a", max_running=1)
+    worker = start_worker(redis_url, "--queues=ends", "--callback=jobs.ending_callback",
+                          "--concurrency=2", "--timeout=0.2", "--fork")
+    waits = {}
+    try:
+        for end in ("complete", "fail", "release", "delay", "bury", "cancel"):
+            first = queue.enqueue({"end": end, "sleep": 30 if end == "cancel" else 0.4},
+                                  group="a", max_attempts=1)
+            second = queue.enqueue({"end": "complete", "sleep": 0}, group="a")
+            assert wait_for(has_status(first, "started"))
+            time.sleep(0.2)  # a worker slot is free: only the limit holds the second back
+            assert second.status.hget() == "pending"
+            if end == "cancel":
+                ended = time.time()
+                assert first.cancel() is True
+            assert wait_for(has_status(second, "complete"), timeout=5)
+            # (the events of these two tasks only: a task process of an earlier test may
+            # still be ending)
+            mine = [entry for entry in events(conn)
+                    if entry["task"] in (first.task_id, second.task_id)]
+            begins = [entry["at"] for entry in mine if entry["event"] == "begin"]
+            if end != "cancel":
+                ended = next(entry["at"] for entry in mine if entry["event"] == "end")
+            assert begins[0] < ended and all(at > ended for at in begins[1:]), (end, begins)
+            waits[end] = begins[1] - ended  # the group's next start: the slot was free
+            if end == "release":  # it went back to the front of its line, and ran again
+                assert wait_for(has_status(first, "complete"), timeout=5)
+            if end == "delay":  # back in 60 s: out of the way
+                assert first.status.hget() == "scheduled"
+                first.delete()
+            assert wait_for(lambda: conn.scard("blueque:slots:ends:a") == 0)
+    finally:
+        kill(worker.pid)
+        worker.wait(20)
+    assert all(wait < 1.0 for wait in waits.values()), waits
+    print("\nthe group's next start after its running task ended: "
+          + ", ".join(f"{end} {wait * 1000:.0f} ms" for end, wait in waits.items()))
+
+
+def test_a_queues_own_limit_set_and_removed_at_run_time_applies_within_a_second(
+        redis_url, database, conn):
+    queue = Queue.named("whole")
+    ids = [job.task_id for job in queue.enqueue_many(["0.3"] * 60)]
+    worker = start_worker(redis_url, "--queues=whole", "--callback=jobs.slow_callback",
+                          "--concurrency=3", "--timeout=0.2")
+    try:
+        assert wait_for(lambda: running_by_group(conn, ids).get("") == 3)
+        queue.set_limit(None, max_running=1)
+        time.sleep(1.0)  # applied by then, and the tasks started before it have ended
+        peak = 0
+        for _ in range(20):  # sampled every 50 ms for a second
+            peak = max(peak, running_by_group(conn, ids).get("", 0))
+            time.sleep(0.05)
+        changed = time.monotonic()
+        queue.remove_limit(None)
+        assert wait_for(lambda: running_by_group(conn, ids).get("") == 3, timeout=5)
+        removed = time.monotonic() - changed
+    finally:
+        kill(worker.pid)
+        worker.wait(20)
+    assert peak == 1 and removed < 1.5, (peak, removed)
+    print(f"\na queue's own limit, removed at run time, applied in {removed:.2f} s")
