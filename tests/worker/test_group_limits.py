@@ -211,7 +211,7 @@ def test_a_late_group_starts_at_the_next_free_slot_and_limits_apply_within_a_sec
         redis_url, database, conn):
     queue = Queue.named("late")
     queue.set_limit("a", max_running=1)
-    backlog = queue.enqueue_many(["0.3"] * 80, group="a")
+    backlog = queue.enqueue_many(["0.3"] * 1000, group="a")
     ids = [job.task_id for job in backlog]
     workers = [start_worker(redis_url, "--queues=late", "--callback=jobs.slow_callback",
                             "--concurrency=2", "--timeout=0.2") for _ in range(2)]
@@ -227,8 +227,11 @@ def test_a_late_group_starts_at_the_next_free_slot_and_limits_apply_within_a_sec
         late = queue.enqueue("0", group="b")  # every worker slot busy with a
 
         def a_started_since() -> list[float]:
-            return [float(job.started_at.hget()) for job in backlog
-                    if job.started_at.hget() and float(job.started_at.hget()) > enqueued]
+            with conn.pipeline(transaction=False) as pipe:
+                for task_id in ids:
+                    pipe.hget(f"blueque_task_{task_id}", "started_at")
+                starts = [float(start) for start in pipe.execute() if start]
+            return [start for start in starts if start > enqueued]
 
         assert wait_for(lambda: late.status.hget() == "complete", timeout=10)
         # it took the next free slot: before any task of a that started after its enqueue
