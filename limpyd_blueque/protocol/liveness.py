@@ -84,9 +84,6 @@ def _machine_id() -> str:
 
 #: this machine, as far as pids are concerned (see `_machine_id`)
 MACHINE_ID = _machine_id()
-#: how much of the boot id a start mark keeps: 32 bits tell two boots of one machine
-#: apart (the mark is written in every task a process runs: 28 bytes fewer per task)
-BOOT_MARK_LENGTH = 8
 
 
 def process_start_time(pid: int) -> str | None:
@@ -115,7 +112,7 @@ def _read_start_mark(pid: int) -> str | None:
             return None
         # the command name (field 2) may hold spaces and parentheses: count after it
         ticks = stat[stat.rindex(b")") + 2:].split()[19].decode()
-        return f"{BOOT_ID[:BOOT_MARK_LENGTH]}:{ticks}"
+        return f"{BOOT_ID}:{ticks}"
     try:
         return repr(psutil.Process(pid).create_time())
     except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
@@ -126,18 +123,8 @@ def _same_start(mark: str, other: str | None) -> bool:
     if other is None:
         return False
     if ":" in mark or ":" in other:
-        return mark == other or _same_boot_and_ticks(mark, other)
+        return mark == other
     return abs(float(mark) - float(other)) < 0.05  # psutil's epoch seconds
-
-
-def _same_boot_and_ticks(mark: str, other: str) -> bool:
-    """Two Linux start marks of the same process, one of them written with the whole boot
-    id (by a version before the marks kept `BOOT_MARK_LENGTH` characters of it)."""
-    boot, _, ticks = mark.rpartition(":")
-    other_boot, _, other_ticks = other.rpartition(":")
-    shorter, longer = sorted((boot, other_boot), key=len)
-    return (ticks == other_ticks and len(shorter) == BOOT_MARK_LENGTH
-            and longer.startswith(shorter) and longer[BOOT_MARK_LENGTH:][:1] == "-")
 
 
 def process_alive(pid: int | None, started: str | None = None) -> bool:

@@ -1,19 +1,14 @@
-"""`liveness.listener_is_dead`: the one rule telling a dead listener from a live one; and
-the start marks that tell a process from a later one given its pid."""
+"""`liveness.listener_is_dead`: the one rule telling a dead listener from a live one."""
 
 import os
 
-import pytest
 from helpers import dead_pid
 
 from limpyd_blueque.protocol.liveness import (
-    BOOT_ID,
     host_name,
     listener_host_and_pid,
     listener_id_for,
     listener_is_dead,
-    process_alive,
-    process_start_time,
 )
 
 NOW = 1000.0
@@ -51,15 +46,3 @@ def test_a_listener_of_another_host_is_dead_only_with_an_expired_worker_record()
 def test_a_listener_id_splits_on_its_last_underscore():
     assert listener_host_and_pid("my_host.example.com_42") == ("my_host.example.com", 42)
     assert listener_host_and_pid("host_x") == ("host", None)
-
-
-@pytest.mark.skipif(BOOT_ID is None, reason="start marks from /proc (Linux)")
-def test_a_start_mark_keeps_8_characters_of_the_boot_id_and_matches_a_whole_one():
-    mark = process_start_time(os.getpid())
-    boot, ticks = mark.split(":")
-    assert boot == BOOT_ID[:8] and ticks.isdigit()
-    assert process_alive(os.getpid(), mark)
-    assert process_alive(os.getpid(), f"{BOOT_ID}:{ticks}")  # written by an earlier version
-    assert not process_alive(os.getpid(), f"{BOOT_ID}:{int(ticks) + 1}")  # another process
-    assert not process_alive(os.getpid(), f"{BOOT_ID[:8]}x:{ticks}")  # another boot
-    assert not process_alive(os.getpid(), f"{BOOT_ID[:4]}:{ticks}")  # too short to tell
