@@ -8,7 +8,7 @@ import os
 import signal
 import time
 
-from limpyd_blueque import Delay, Job
+from limpyd_blueque import Delay, Job, Release
 
 EVENTS = "test:events"
 
@@ -207,8 +207,6 @@ def ending_callback(job, queue):
     """Runs `sleep` seconds, then ends as `end` says: complete, fail, release (its first
     run), delay or bury (a task the test cancels meanwhile sleeps long): {"end": ...,
     "sleep": s}."""
-    from limpyd_blueque import Release
-
     params = json.loads(job.known.get("parameters") or job.parameters.hget())
     record(job, "begin")
     time.sleep(params.get("sleep", 0.4))

@@ -99,7 +99,7 @@ def limits_command(options: argparse.Namespace) -> int:
 
 
 def limit_command(options: argparse.Namespace) -> int:
-    """Set or remove one limit. A queue not known yet (no task, no worker) is refused as a
+    """Set or remove one limit. A queue not known yet (no task, worker nor limit) is refused as a
     typo unless `--new-queue` says it is new: its limit is then set ahead of its tasks."""
     given = [f"--{name.replace('_', '-')}" for name in LIMIT_OPTIONS
              if getattr(options, name) is not None]

@@ -112,8 +112,9 @@ def closed_queues(client: redis.Redis, keys: KeySpace, names: list[str], now: fl
                   ) -> set[str]:
     """The queues of `names` whose own limit (the queue as a whole) is reached at `now`
     (server time): all their tasks wait, held back. One command per queue, then, when
-    some have such a limit, one round trip for those (a value that is no limit, or a key
-    of another type, closes none, as the reserve step reads them)."""
+    some have such a limit, one round trip for those. A stored value that is no limit
+    (`parsed_limit`), or a key of another type, closes none here (the reserve step passes
+    over a queue with a key of another type, and its worker reports it)."""
     with reaching(client), client.pipeline(transaction=False) as pipe:
         for name in names:
             pipe.hget(keys.limits(name), "")

@@ -440,8 +440,10 @@ class Queue(BluequeModel):
             changed = self.scripts().limit(name, limit_field(group), stored)
             try:  # a queue with a limit is a known queue (listed, given limits by name)
                 client.zadd(self.keys().queues, {name: 0}, nx=True)
-            except redis.ResponseError:
-                pass  # the index holds another type: the limit is set all the same
+            except redis.ResponseError as error:
+                if not str(error).startswith("WRONGTYPE"):
+                    raise
+                # the index holds another type: the limit is set all the same
         return changed
 
     def remove_limit(self, group: str | None) -> bool:

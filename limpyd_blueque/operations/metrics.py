@@ -124,7 +124,7 @@ class BluequeCollector(Collector):
                                   labels=["queue", "status"])
         ready_now = GaugeMetricFamily("blueque_waiting_tasks", "Tasks ready to run now "
                                       "(pending, less those held back by their group's "
-                                      "limit), per queue.", labels=["queue"])
+                                      "limit or their queue's), per queue.", labels=["queue"])
         running = GaugeMetricFamily("blueque_running_tasks", "Tasks held by a worker "
                                     "(reserved or started), per queue.", labels=["queue"])
         stalled = GaugeMetricFamily("blueque_stalled_tasks", "Running tasks whose progress "

@@ -224,8 +224,8 @@ class QueueOverview(Result):
     paused: bool = False
     #: the signals of a scheduler or an autoscaler: tasks ready to run now (pending, less
     #: those `held_back`; not `tasks["waiting"]`, the tasks waiting for others to finish),
-    #: tasks held by a worker (reserved or started) and pending tasks waiting in groups
-    #: held back by their limit
+    #: tasks held by a worker (reserved or started) and pending tasks held back by their
+    #: group's limit (all of them while the queue's own limit is reached)
     waiting: int = 0
     running: int = 0
     held_back: int = 0
@@ -290,7 +290,7 @@ def unknown_queue_message(names: Sequence[str], known: Sequence[str],
     shown = ", ".join(f"{name!r}{did_you_mean(name, known)}" for name in names)
     what = f"{lead}{'s' if len(names) > 1 else ''} {shown}"
     if not known:
-        return f"{what}: no queue is known yet (none was given a task or a worker)"
+        return f"{what}: no queue is known yet (none was given a task, a worker or a limit)"
     listed = ", ".join(sorted(known)[:LISTED_QUEUES])
     more = f" and {len(known) - LISTED_QUEUES} more" if len(known) > LISTED_QUEUES else ""
     return f"{what}; known queues: {listed}{more}"
@@ -319,8 +319,8 @@ def queue_overviews(names: Sequence[str] | None = None,
     listeners, the oldest waiting task's id and age, the tasks finished in the last
     minute and hour, and the tasks waiting, running and held back (by their group's limit,
     or all of a queue's when its own limit is reached). O(1) per queue (and per group
-    held back): five round trips in all (six without `names`, one more when a queue's own
-    limit has a window of starts)."""
+    held back): five round trips in all (six without `names`, one more when one of the
+    queues has a limit of its own)."""
     client, keys = job_model.client(), job_model.keys()
     names = list(names) if names is not None else queue_names(job_model)
     now = server_time(client)
