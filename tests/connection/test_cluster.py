@@ -98,6 +98,19 @@ def test_groups_and_their_limits_on_one_slot(bound, cluster):
     assert len(slots) == 1
 
 
+def test_a_queues_own_limit_holds_back_all_its_tasks_and_a_new_queue_is_known(bound):
+    from limpyd_blueque.operations.overview import queue_names, queue_overviews
+
+    fresh = Queue.named("ahead")
+    fresh.set_limit(None, max_running=1)  # before its first task: it is a known queue
+    assert "ahead" in queue_names()
+    fresh.enqueue_many([{"n": n} for n in range(3)])
+    assert Queue.reserve_from(["ahead"], LISTENER)[0] is not None
+    assert Queue.reserve_from(["ahead"], LISTENER)[0] is None  # the queue is full
+    (row,) = queue_overviews(["ahead"]).queues
+    assert (row.waiting, row.running, row.held_back) == (0, 1, 2)
+
+
 def test_fail_requeue_bury_kick_cancel_and_delete(bound):
     queue = Queue.named("emails")
     job = queue.enqueue({"to": "a@example.com"})
