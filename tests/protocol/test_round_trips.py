@@ -48,6 +48,19 @@ def test_reserve_start_complete_are_one_round_trip_each(queue, count_commands):
     assert counter.commands == ["EVALSHA"]
 
 
+def test_a_task_of_a_limited_group_is_reserved_and_completed_in_one_round_trip_each(
+        queue, count_commands):
+    queue.set_limit("*", max_running=5, max_starts=100, per=60)
+    queue.set_limit(None, max_running=50)
+    queue.enqueue_many(["x", "y"], group="customer:42")
+    with count_commands() as counter:
+        job, _ = Queue.reserve_from(["rt"], LISTENER, pid=5)
+    assert job is not None and counter.commands == ["EVALSHA"]
+    with count_commands() as counter:
+        assert job.complete("done", listener_id=LISTENER)
+    assert counter.commands == ["EVALSHA"]
+
+
 def test_reserve_and_start_together_then_fail_is_two_round_trips(queue, count_commands):
     queue.enqueue("x")
     with count_commands() as counter:
