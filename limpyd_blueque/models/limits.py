@@ -93,19 +93,23 @@ def _counts(client: redis.Redis, keys: KeySpace, queue: str, groups: list[str],
     return per_group, rest[0], sum(rest[1:])
 
 
-def held_back(client: redis.Redis, keys: KeySpace, names: list[str]) -> dict[str, int]:
-    """{queue: tasks waiting in its groups held back by their limit}, in two round trips,
-    one when no group is held (a key of another type counts none)."""
+def held_back(client: redis.Redis, keys: KeySpace, names: list[str], now: float,
+              pending: dict[str, int]) -> dict[str, int]:
+    """{queue: tasks held back}: those waiting in its groups held back by their limit, or
+    all its `pending` tasks while its own limit is reached at `now` (`closed_queues`).
+    Two round trips, one fewer when no group is held, one more when a queue has a limit
+    of its own (a key of another type counts none)."""
     with reaching(client), client.pipeline(transaction=False) as pipe:
         for name in names:
             pipe.zrange(keys.groups_held(name), 0, -1)
         held = [held_groups(reply) for reply in pipe.execute(raise_on_error=False)]
-    if not any(held):
-        return dict.fromkeys(names, 0)
-    with reaching(client), client.pipeline(transaction=False) as pipe:
-        held_lines(pipe, keys, names, held)
-        replies = pipe.execute(raise_on_error=False)
-    return held_counts(names, held, replies)
+    counts = dict.fromkeys(names, 0)
+    if any(held):
+        with reaching(client), client.pipeline(transaction=False) as pipe:
+            held_lines(pipe, keys, names, held)
+            replies = pipe.execute(raise_on_error=False)
+        counts = held_counts(names, held, replies)
+    return with_closed(counts, closed_queues(client, keys, names, now), pending)
 
 
 def closed_queues(client: redis.Redis, keys: KeySpace, names: list[str], now: float,

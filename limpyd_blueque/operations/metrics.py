@@ -16,7 +16,7 @@ from typing import Any
 
 from ..exceptions import REDIS_AWAY
 from ..models import Job, Queue
-from ..models.limits import closed_queues, held_back, with_closed
+from ..models.limits import held_back
 from ..protocol import statistics
 from ..protocol.liveness import server_time, worker_records
 from ..protocol.statuses import Status
@@ -80,15 +80,19 @@ class BluequeCollector(Collector):
             oldest = oldest_waiting(client, keys, names, now, list[Skipped]())
             live = sum(1 for until in worker_records(client, keys).values() if until >= now)
             paused = Queue.paused_among(names)
-            held = with_closed(held_back(client, keys, names),
-                               closed_queues(client, keys, names, now),
-                               {queue: figures.tasks["pending"]
-                                for queue, figures in counters.items()})
+            held = held_back(client, keys, names, now, {
+                queue: figures.tasks["pending"] for queue, figures in counters.items()})
         except REDIS_AWAY:  # the scrape says so, rather than failing
             yield GaugeMetricFamily(*REDIS_UP, value=0)
             return
         yield GaugeMetricFamily(*REDIS_UP, value=1)
         yield from self.gauges(counters, oldest, live, paused, held)
+        yield from self.counters(counters)
+
+    @staticmethod
+    def counters(counters: dict[str, statistics.Counters]) -> Iterator[Any]:
+        """The counters and histograms of each queue: tasks finished by outcome, tasks
+        recovered, and the wait and run durations."""
         outcomes = CounterMetricFamily(
             "blueque_tasks_finished", "Tasks finished, per queue and outcome (complete, "
             "failed for good, canceled, expired).", labels=["queue", "outcome"])
