@@ -512,8 +512,8 @@ MISSES: dict[str, str] = {
         "what stands between is the retention index, the price of deleting finished tasks on "
         "time, which blueque does not do. It cannot be met on this layout: the retention "
         "sorted set is part of the documented key layout (docs/keys.rst) and the existing "
-        "tests of retention, workflows and the hostile suite read it by ``ZSCORE``, and any "
-        "sorted set past 128 members costs this much per member. An index of lists (tasks of "
+        "tests of retention, workflows and the key layout read it (``ZSCORE``, "
+        "``ZRANGE``), and any sorted set past 128 members costs this much per member. An index of lists (tasks of "
         "a queue's default retention filed by minute, each checked when its minute comes, "
         "about 40 B a task) would meet it, with a new key layout and every step that files "
         "or takes back a finished task changed."),
