@@ -167,8 +167,7 @@ class Job(Task):
     def _read_result(self, watched: Watched) -> Any:
         """A finished task's result as `wait` gives it: the stored text, opened when it is
         encrypted and decoded when its codec is not the default."""
-        values = TaskValues(self.task_id, watched.codec, watched.encrypted,
-                            keyring=self.value_keys or type(self).keyring())
+        values = self._values(watched.codec, watched.encrypted)
         return values.open(watched.result, "result") if not watched.codec else values.decode(
             watched.result, "result")
 
@@ -288,7 +287,12 @@ class Job(Task):
         models/payload.py), with its worker's keys, else its database's. Its `codec` and
         `encrypted` fields come from its reservation, else are read once (one round
         trip: a task keeps both from its enqueue on)."""
-        return TaskValues(self.task_id, *self._marks(), default_codec=self.default_codec,
+        return self._values(*self._marks())
+
+    def _values(self, codec: str | None, encrypted: str | None) -> TaskValues:
+        """`TaskValues` of this task written with `codec` (None: its default), sealed when
+        `encrypted`, with its worker's keys, else its database's."""
+        return TaskValues(self.task_id, codec, encrypted, default_codec=self.default_codec,
                           keyring=self.value_keys or type(self).keyring())
 
     def _marks(self) -> tuple[str | None, str | None]:
@@ -355,9 +359,8 @@ class Job(Task):
             return None
         if record.codec is None:
             return record.state
-        values = TaskValues(self.task_id, record.codec, "1" if record.sealed else None,
-                            keyring=self.value_keys or type(self).keyring())
-        return values.decode(record.state, "checkpoint")
+        return self._values(record.codec, "1" if record.sealed else None).decode(
+            record.state, "checkpoint")
 
     def cancel_requested(self) -> bool:
         """True once the running task's cancel was asked (`cancel`). Inside a worker, read

@@ -55,11 +55,11 @@ def encode(value: Any, what: str = "parameters") -> str:
         problem = "nested too deeply"
     except (TypeError, ValueError) as error:
         problem = str(error)
-    # (a result or a checkpoint is not shown: its message is stored, and may be logged)
-    seen = f" {shown(value)}" if what == "parameters" else ""
+    # (a result or a checkpoint is named by its type only: the message is stored, and may
+    # be logged, and JSON's own words may quote the value)
+    seen = f" {shown(value)}: {problem}" if what == "parameters" else ""
     raise InvalidParameters(f"task {what} must be a str or a JSON-serializable value, "
-                            f"not {type(value).__name__}{seen}: "
-                            f"{problem if what == 'parameters' else type(value).__name__}")
+                            f"not {type(value).__name__}{seen}")
 
 
 def _utf8_text(text: str, what: str) -> str:
